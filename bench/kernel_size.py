@@ -1,0 +1,70 @@
+"""Triton IR size of our Pallas kernels, measured on any machine (no GPU).
+
+Pallas' Triton backend compile time grows steeply with the number of ops in
+the kernel's Triton IR (research/arith-prototype: ~7k ops compile in ~10 s,
+15k in ~150 s).  This lowers a kernel for CUDA on the host and counts them.
+
+    python -m bench.kernel_size            # table of every kernel in KERNELS
+"""
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import io
+import re
+
+import jax
+import jax.numpy as jnp
+
+from ops.elementwise import KernelConfig
+
+
+def triton_op_counts(fn, *shapes) -> list[int]:
+    """Lower ``fn`` (a function built on ops.elementwise with config.debug on)
+    for CUDA and return the op count of each Triton kernel it contains."""
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf):
+        jax.jit(fn).trace(*shapes).lower(lowering_platforms=("cuda",))
+    counts = []
+    for ir in buf.getvalue().split("The Triton module")[1:]:
+        counts.append(len(re.findall(r"= (?:\"?)([a-z_]+\.[a-z_.]+)", ir)))
+    return counts
+
+
+def debug_config(config: KernelConfig) -> KernelConfig:
+    return dataclasses.replace(config, debug=True)
+
+
+def kernels(config: KernelConfig = KernelConfig()):
+    """name -> (function, argument shapes) for every kernel family we ship."""
+    from ops import curve, field, tower
+    cfg = debug_config(config)
+    Fq = dataclasses.replace(field.Fq, config=cfg)
+    Fr = dataclasses.replace(field.Fr, config=cfg)
+    Fq2 = dataclasses.replace(tower.Fq2, config=cfg)
+    G1 = dataclasses.replace(curve.G1, config=cfg)
+    G2 = dataclasses.replace(curve.G2, config=cfg)
+    n = 1 << 20
+    s = lambda *pre: jax.ShapeDtypeStruct(pre + (n,), jnp.uint32)
+    return {
+        "Fr.mul": (Fr.mul, (s(8), s(8))),
+        "Fq.mul": (Fq.mul, (s(12), s(12))),
+        "Fq.add": (Fq.add, (s(12), s(12))),
+        "Fq.inv": (Fq.inv, (s(12),)),
+        "Fq2.mul": (Fq2.mul, (s(2, 12), s(2, 12))),
+        "G1.add": (G1.add, (s(3, 12), s(3, 12))),
+        "G1.madd": (G1.madd, (s(3, 12), s(2, 12))),
+        "G1.double": (G1.double, (s(3, 12),)),
+        "G2.add": (G2.add, (s(3, 2, 12), s(3, 2, 12))),
+        "G2.madd": (G2.madd, (s(3, 2, 12), s(2, 2, 12))),
+        "G2.double": (G2.double, (s(3, 2, 12),)),
+    }
+
+
+def main():
+    for name, (fn, shapes) in kernels().items():
+        print(f"{name:12s} {triton_op_counts(fn, *shapes)}", flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -62,7 +62,10 @@ def kernels(config: KernelConfig = KernelConfig()):
 
 
 def main():
-    for name, (fn, shapes) in kernels().items():
+    import sys
+    from ops.limbs import Unroll
+    table = "--table" in sys.argv
+    for name, (fn, shapes) in kernels(KernelConfig(unroll=Unroll(table=table))).items():
         print(f"{name:12s} {triton_op_counts(fn, *shapes)}", flush=True)
 
 

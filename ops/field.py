@@ -125,8 +125,31 @@ class FpArith:
         return acc
 
     def muls(self, pairs):
-        """A group of independent products (kept together for the scheduler)."""
-        return [self.mul(x, y) for x, y in pairs]
+        """A group of independent products.  Inline, or (``unroll.table``) one
+        loop over the group whose step j picks its operands by a select chain
+        over the group's distinct inputs."""
+        if not self.unroll.table or len(pairs) < 2:
+            return [self.mul(x, y) for x, y in pairs]
+        regs, slot = [], {}
+        for v in (v for ab in pairs for v in ab):
+            if id(v) not in slot:
+                slot[id(v)] = len(regs)
+                regs.append(v)
+        ia = [slot[id(x)] for x, _ in pairs]
+        ib = [slot[id(y)] for _, y in pairs]
+
+        def pick(j, table):
+            out = regs[table[0]]
+            for s in range(1, len(table)):
+                if table[s] != table[s - 1]:
+                    out = self.select(j >= s, regs[table[s]], out)
+            return out
+
+        def step(j, res):
+            return res[1:] + [self.mul(pick(j, ia), pick(j, ib))]
+
+        zero = self.zero(self.like(pairs[0][0]))
+        return lax.fori_loop(0, len(pairs), step, [zero] * len(pairs))
 
     # ---- predicates and selection
     def is_zero(self, a):

@@ -270,5 +270,6 @@ def run(base, prog: Program, inputs: list):
         v = lax.switch(op, branches, x, y, z, c)
         return lax.dynamic_update_index_in_dim(regs, v, d, 0)
 
-    regs = lax.fori_loop(0, len(prog.code), step, regs)
+    if len(prog.code):
+        regs = lax.fori_loop(0, len(prog.code), step, regs)
     return [regs[r] for r in prog.outputs]

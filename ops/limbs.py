@@ -44,9 +44,13 @@ class Unroll:
 
     chains: unroll the carry chains of add/sub/conditional subtraction.
     mul: unroll the outer loop of the CIOS multiplication.
+    table: emit each group of independent products (``FpArith.muls``) as one
+      loop whose step selects its operands, so the product code appears once
+      per group instead of once per product (smaller kernels, some speed lost).
     """
     chains: bool = False
     mul: bool = False
+    table: bool = False
 
 
 ROLLED = Unroll(False, False)

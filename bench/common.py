@@ -1,0 +1,71 @@
+"""Shared benchmark plumbing: environment facts, timing, JSON records."""
+from __future__ import annotations
+
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import time
+
+import jax
+
+
+def git_commit() -> str:
+    try:
+        out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
+                             text=True, cwd=os.path.dirname(__file__), timeout=10)
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"],
+                               capture_output=True, text=True, cwd=os.path.dirname(__file__),
+                               timeout=10).stdout.strip()
+        return out.stdout.strip() + ("+dirty" if dirty else "") or "unknown"
+    except (OSError, subprocess.SubprocessError):
+        return os.environ.get("JAXPROVE_COMMIT", "unknown")
+
+
+def environment() -> dict:
+    d = jax.devices()[0]
+    return {"device": getattr(d, "device_kind", str(d)), "platform": d.platform,
+            "jax": jax.__version__, "python": platform.python_version(),
+            "commit": os.environ.get("JAXPROVE_COMMIT") or git_commit()}
+
+
+def time_fn(fn, args, reps: int = 5, target_s: float = 0.05) -> dict:
+    """Median/min/max seconds per call over ``reps`` repetitions after one
+    warm-up; each repetition runs k back-to-back calls (k chosen so a
+    repetition lasts about ``target_s``) and blocks once at the end."""
+    jax.block_until_ready(fn(*args))
+    t = time.perf_counter()
+    jax.block_until_ready(fn(*args))
+    one = max(time.perf_counter() - t, 1e-6)
+    k = max(1, min(100, int(target_s / one)))
+    ts = []
+    for _ in range(reps):
+        t = time.perf_counter()
+        for _ in range(k):
+            out = fn(*args)
+        jax.block_until_ready(out)
+        ts.append((time.perf_counter() - t) / k)
+    return {"median_s": statistics.median(ts), "min_s": min(ts), "max_s": max(ts),
+            "reps": reps, "calls_per_rep": k}
+
+
+def emit(record: dict, path: str | None = None):
+    line = json.dumps(record, sort_keys=True)
+    print(line, flush=True)
+    if path:
+        with open(path, "a") as f:
+            f.write(line + "\n")
+
+
+def peak_memory_bytes():
+    try:
+        st = jax.devices()[0].memory_stats() or {}
+        return st.get("peak_bytes_in_use")
+    except Exception:  # noqa: BLE001 - not every backend has memory stats
+        return None
+
+
+def argv_command() -> str:
+    return " ".join([os.path.basename(sys.executable)] + sys.argv)

@@ -75,13 +75,15 @@ DEFAULT = KernelConfig()
 
 
 def _nest(rows: list, prefix: tuple):
-    """Flat list of rows -> nested lists following ``prefix``."""
+    """Flat list of rows -> nested values following ``prefix``: the limb axis
+    becomes a list (a field element), the axes above it tuples (Fq2 pairs,
+    point coordinates), as the formula layer builds them."""
     if len(prefix) == 0:
         return rows[0]
     if len(prefix) == 1:
         return list(rows)
     step = math.prod(prefix[1:])
-    return [_nest(rows[i * step:(i + 1) * step], prefix[1:]) for i in range(prefix[0])]
+    return tuple(_nest(rows[i * step:(i + 1) * step], prefix[1:]) for i in range(prefix[0]))
 
 
 def _flat(nested, prefix: tuple) -> list:

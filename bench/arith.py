@@ -6,7 +6,7 @@ repetitions after a warm-up, as one JSON record per case; every GPU result is
 checked column-for-column against the CPU path (the register-machine
 interpreter, itself tested against Python ints and py_ecc) on a sample.
 
-    python -m bench.arith --sizes 20,22,24 --out bench/results/arith_h200.jsonl
+    python -m bench.arith --plan 'all:rolled:20,22,24' --out bench/results/arith_h200.jsonl
 
 Anchors and floors (research/perf-anchors.md, arith-prototype/RESULTS.md):
 Fq mul: floor ~28e9/s (IMAD bound, H200), prototype Pallas 13.4e9 rolled /
@@ -35,6 +35,8 @@ VARIANTS = {
     "table": Unroll(table=True),
     "chains": Unroll(chains=True),
     "unrolled": Unroll(chains=True, mul=True),
+    "inner": Unroll(inner=False),
+    "inner_table": Unroll(inner=False, table=True),
 }
 
 # kernel -> (object attribute path, input kinds, field multiplications per element)
@@ -129,22 +131,32 @@ def check_against_cpu(fn, inputs, cols: int = 128) -> bool:
     return bool(np.array_equal(got, want))
 
 
+def parse_plan(plan: str):
+    """'K1,K2:v1,v2:20,24;K3:v3:20' -> [(variant, kernel, log2n), ...]."""
+    jobs = []
+    for part in plan.split(";"):
+        if not part.strip():
+            continue
+        ks, vs, ss = part.split(":")
+        ks = list(KERNELS) if ks == "all" else ks.split(",")
+        jobs += [(v, k, int(n)) for v in vs.split(",") for k in ks for n in ss.split(",")]
+    return jobs
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--sizes", default="20,22,24", help="log2 batch sizes")
-    ap.add_argument("--kernels", default=",".join(KERNELS))
-    ap.add_argument("--variants", default="rolled")
-    ap.add_argument("--compile-only-sizes", default="", help="log2 sizes at which only compile is timed")
+    ap.add_argument("--plan", default="all:rolled:20,22,24",
+                    help="';'-separated KERNELS:VARIANTS:LOG2SIZES items (KERNELS may be 'all')")
     ap.add_argument("--reps", type=int, default=5)
-    ap.add_argument("--threads", type=int, default=8, help="parallel compiles")
-    ap.add_argument("--deadline", type=float, default=1e9, help="seconds; skip what would start later")
+    ap.add_argument("--threads", type=int, default=8, help="parallel compiles (phase 1)")
+    ap.add_argument("--deadline", type=float, default=1e9,
+                    help="seconds after start: compiles still running are abandoned, no timing starts later")
     ap.add_argument("--no-check", action="store_true")
     ap.add_argument("--out")
     a = ap.parse_args()
     env = environment()
     t0 = time.time()
-    sizes = [int(s) for s in a.sizes.split(",") if s]
-    jobs = [(v, k, s) for v in a.variants.split(",") for k in a.kernels.split(",") for s in sizes]
+    jobs = parse_plan(a.plan)
 
     def compile_job(job):
         v, k, s = job
@@ -157,32 +169,48 @@ def main():
         comp = fn.lower(*ins).compile()
         return job, fn, comp, ins, time.time() - t
 
-    with cf.ThreadPoolExecutor(a.threads) as ex:
-        futs = [ex.submit(compile_job, j) for j in jobs]
-        for fut in cf.as_completed(futs):
+    # phase 1: compile everything in parallel (compile time is reported per kernel;
+    # with several compiles at once it is an upper bound of the time alone)
+    done = []
+    ex = cf.ThreadPoolExecutor(a.threads)
+    futs = {ex.submit(compile_job, j): j for j in jobs}
+    try:
+        for fut in cf.as_completed(futs, timeout=max(1.0, a.deadline - (time.time() - t0))):
             try:
-                (v, k, s), fn, comp, ins, tc = fut.result()
+                done.append(fut.result())
             except Exception as e:  # noqa: BLE001 - record and go on
-                emit({"case": "error", "error": f"{type(e).__name__}: {str(e)[:300]}", **env}, a.out)
-                continue
-            n = 1 << s
-            rec = {"case": k, "variant": v, "log2n": s, "n": n, "compile_s": round(tc, 2), **env,
-                   "anchor": ANCHORS.get(k, "")}
-            if time.time() - t0 > a.deadline:
-                rec["skipped"] = "deadline"
-                emit(rec, a.out)
-                continue
-            if not a.no_check:
-                rec["correct_vs_cpu"] = check_against_cpu(fn, ins)
-            r = time_fn(comp, ins, reps=a.reps)
-            rec.update(r)
-            rec["ops_per_s"] = n / r["median_s"]
-            nm = KERNELS[k][3]
-            if nm:
-                rec["fq_mul_equiv_per_s"] = n * nm / r["median_s"]
+                v, k, s = futs[fut]
+                emit({"case": k, "variant": v, "log2n": s, "error": f"{type(e).__name__}: {str(e)[:300]}",
+                      **env}, a.out)
+    except cf.TimeoutError:
+        for fut, (v, k, s) in futs.items():
+            if not fut.done():
+                emit({"case": k, "variant": v, "log2n": s, "compile_s": f"> {a.deadline - 0:.0f} (abandoned)",
+                      **env}, a.out)
+    ex.shutdown(wait=False, cancel_futures=True)
+    # phase 2: check and time one kernel at a time
+    for (v, k, s), fn, comp, ins, tc in sorted(done, key=lambda d: d[0]):
+        n = 1 << s
+        rec = {"case": k, "variant": v, "log2n": s, "n": n, "compile_s": round(tc, 2),
+               "parallel_compiles": a.threads, **env, "anchor": ANCHORS.get(k, "")}
+        if time.time() - t0 > a.deadline:
+            rec["skipped"] = "deadline"
             emit(rec, a.out)
+            continue
+        if not a.no_check:
+            rec["correct_vs_cpu"] = check_against_cpu(fn, ins)
+        r = time_fn(comp, ins, reps=a.reps)
+        rec.update(r)
+        rec["ops_per_s"] = n / r["median_s"]
+        nm = KERNELS[k][3]
+        if nm:
+            rec["fq_mul_equiv_per_s"] = n * nm / r["median_s"]
+        emit(rec, a.out)
+        del comp, ins
     print(f"done in {time.time() - t0:.0f}s", flush=True)
     summary(a.out)
+    import os
+    os._exit(0)          # do not wait for abandoned compiles
 
 
 def summary(path):
@@ -193,7 +221,7 @@ def summary(path):
     rows = [json.loads(l) for l in open(path)]
     print(f"{'case':10s} {'variant':9s} {'N':>4s} {'compile s':>9s} {'ms':>9s} {'G op/s':>8s} ok")
     for r in sorted(rows, key=lambda r: (r.get("case", ""), r.get("variant", ""), r.get("log2n", 0))):
-        if "median_s" in r:
+        if "median_s" in r and "case" in r:
             print(f"{r['case']:10s} {r['variant']:9s} 2^{r['log2n']:<2d} {r['compile_s']:9.1f} "
                   f"{r['median_s'] * 1e3:9.3f} {r['ops_per_s'] / 1e9:8.3f} {r.get('correct_vs_cpu', '-')}")
         else:

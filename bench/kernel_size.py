@@ -64,8 +64,8 @@ def kernels(config: KernelConfig = KernelConfig()):
 def main():
     import sys
     from ops.limbs import Unroll
-    table = "--table" in sys.argv
-    for name, (fn, shapes) in kernels(KernelConfig(unroll=Unroll(table=table))).items():
+    unroll = Unroll(table="--table" in sys.argv, inner="--inner" not in sys.argv)
+    for name, (fn, shapes) in kernels(KernelConfig(unroll=unroll)).items():
         print(f"{name:12s} {triton_op_counts(fn, *shapes)}", flush=True)
 
 

@@ -47,10 +47,13 @@ class Unroll:
     table: emit each group of independent products (``FpArith.muls``) as one
       loop whose step selects its operands, so the product code appears once
       per group instead of once per product (smaller kernels, some speed lost).
+    inner: unroll the inner (limb) loop of each CIOS step; rolled, a
+      multiplication is two nested loops of a few operations each.
     """
     chains: bool = False
     mul: bool = False
     table: bool = False
+    inner: bool = True
 
 
 ROLLED = Unroll(False, False)
@@ -187,18 +190,20 @@ def neg_mod(a: Limbs, p: Sequence[int], rolled=False) -> Limbs:
     return [jnp.where(nz, x, u32(0)) for x in d]
 
 
-def _cios_row(t: Limbs, a: Limbs, bi, p: Sequence[int], n0: int) -> Limbs:
+def _cios_row(t: Limbs, a: Limbs, bi, p: Sequence, n0: int, rolled: bool = False) -> Limbs:
     """One outer CIOS step: t <- (t + a*bi + m*p) / 2^32, m = t0 * n0 mod 2^32."""
-    L = len(a)
     t0, A = mac(t[0], a[0], bi, 0)
     m = t0 * u32(n0)
     _, C = mac(t0, m, p[0], 0)                   # low word vanishes by choice of m
-    new = [None] * L
-    for j in range(1, L):
-        tj, A = mac(t[j], a[j], bi, A)
-        new[j - 1], C = mac(tj, m, p[j], C)
-    new[L - 1] = C + A
-    return new
+
+    def step(carry, tj, aj, pj):
+        A, C = carry
+        tj, A = mac(tj, aj, bi, A)
+        nj, C = mac(tj, m, pj, C)
+        return (A, C), nj
+
+    (A, C), new = limb_scan(step, [t[1:], a[1:], p[1:]], (A, C), rolled)
+    return new + [C + A]
 
 
 def montgomery_mul(a: Limbs, b: Limbs, p: Sequence[int], n0: int,
@@ -212,10 +217,10 @@ def montgomery_mul(a: Limbs, b: Limbs, p: Sequence[int], n0: int,
     if unroll.mul:
         t = [_zero_word(a[0])] * L
         for i in range(L):
-            t = _cios_row(t, a, b[i], pc, n0)
+            t = _cios_row(t, a, b[i], pc, n0, not unroll.inner)
     else:
         def step(_, tb):
             t, bb = tb
-            return _cios_row(t, a, bb[0], pc, n0), bb[1:] + bb[:1]
+            return _cios_row(t, a, bb[0], pc, n0, not unroll.inner), bb[1:] + bb[:1]
         t, _ = lax.fori_loop(0, L, step, ([_zero_word(a[0])] * L, list(b)))
     return cond_sub(t, p, not unroll.chains)

@@ -31,6 +31,7 @@ from ops.elementwise import KernelConfig
 from ops.limbs import Unroll
 
 VARIANTS = {
+    "default": None,
     "rolled": Unroll(),
     "table": Unroll(table=True),
     "chains": Unroll(chains=True),
@@ -59,13 +60,17 @@ ANCHORS = {"Fq.mul": "goal >= 16e9/s; floor ~28e9/s (IMAD); prototype 13.4e9 rol
            "G1.add": "prototype RCB complete 0.94e9/s"}
 
 
-def objects(unroll: Unroll):
+def objects(unroll: Unroll | None):
+    """The field and curve objects, all with kernel settings ``unroll``, or
+    (None, variant "default") each with its own shipped settings."""
+    if unroll is None:
+        return {"Fr": field.Fr, "Fq": field.Fq, "Fq2": tower.Fq2, "G1": curve.G1, "G2": curve.G2}
     cfg = KernelConfig(unroll=unroll)
     return {"Fr": dataclasses.replace(field.Fr, config=cfg),
             "Fq": dataclasses.replace(field.Fq, config=cfg),
             "Fq2": dataclasses.replace(tower.Fq2, config=cfg),
             "G1": dataclasses.replace(curve.G1, config=cfg),
-            "G2": dataclasses.replace(curve.G2, config=cfg)}
+            "G2": dataclasses.replace(curve.G2, config=cfg, split=False)}
 
 
 # ---------------------------------------------------------------- host points

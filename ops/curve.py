@@ -29,7 +29,7 @@ from jax import lax
 
 from ops.elementwise import DEFAULT, KernelConfig, elementwise
 from ops.field import Fq, Fr, FpArith, PrimeField
-from ops.limbs import to_limbs, u32
+from ops.limbs import Unroll, to_limbs, u32
 from ops.tower import Fp2Arith, Fq2, QuadraticField
 
 
@@ -59,8 +59,8 @@ class CurveArith:
         a, b, c, d, e, f = F.muls([(t4, y3), (t3, t1), (y3, t0), (t1, z3), (t0, t3), (z3, t4)])
         return (F.sub(b, a), F.add(d, c), F.add(f, e))
 
-    def add(self, P, Q):
-        """Complete projective addition, RCB Algorithm 7 (a = 0)."""
+    def add_products(self, P, Q):
+        """RCB Algorithm 7 up to its common tail: (t0, t1, 3b·t2, t3, t4, y3)."""
         F = self.F
         (X1, Y1, Z1), (X2, Y2, Z2) = P, Q
         t0, t1, t2, t3, t4, t5 = F.muls([
@@ -69,31 +69,55 @@ class CurveArith:
         t3 = F.sub(t3, F.add(t0, t1))
         t4 = F.sub(t4, F.add(t1, t2))
         y3 = F.sub(t5, F.add(t0, t2))
-        return self._tail(t0, t1, self.mul_b3(t2), t3, t4, y3)
+        return (t0, t1, self.mul_b3(t2), t3, t4, y3)
 
-    def madd(self, P, Q):
-        """P (projective) + Q (affine; (0, 0) is the identity), RCB Algorithm 8."""
+    def tail(self, T):
+        return self._tail(*T)
+
+    def add(self, P, Q):
+        """Complete projective addition, RCB Algorithm 7 (a = 0)."""
+        return self._tail(*self.add_products(P, Q))
+
+    def madd_products(self, P, Q):
+        """RCB Algorithm 8 up to the common tail."""
         F = self.F
         (X1, Y1, Z1), (x2, y2) = P, Q
         t0, t1, t3, t4, y3 = F.muls([(X1, x2), (Y1, y2), (F.add(x2, y2), F.add(X1, Y1)),
                                      (y2, Z1), (x2, Z1)])
         t3 = F.sub(t3, F.add(t0, t1))
-        R = self._tail(t0, t1, self.mul_b3(Z1), t3, F.add(t4, Y1), F.add(y3, X1))
-        q_inf = F.is_zero(x2) & F.is_zero(y2)
+        return (t0, t1, self.mul_b3(Z1), t3, F.add(t4, Y1), F.add(y3, X1))
+
+    def madd_tail(self, T, P, Q):
+        """The tail of Algorithm 8, and P itself where Q is the affine identity."""
+        F = self.F
+        R = self._tail(*T)
+        q_inf = F.is_zero(Q[0]) & F.is_zero(Q[1])
         return tuple(F.select(q_inf, p, r) for p, r in zip(P, R))
 
-    def dbl(self, P):
-        """2P, RCB Algorithm 9 (a = 0)."""
+    def madd(self, P, Q):
+        """P (projective) + Q (affine; (0, 0) is the identity), RCB Algorithm 8."""
+        return self.madd_tail(self.madd_products(P, Q), P, Q)
+
+    def dbl_products(self, P):
+        """The first products of RCB Algorithm 9: (Y², YZ, 3b·Z², XY)."""
         F = self.F
         X, Y, Z = P
         t0, t1, t2, xy = F.muls([(Y, Y), (Y, Z), (Z, Z), (X, Y)])
+        return (t0, t1, self.mul_b3(t2), xy)
+
+    def dbl_tail(self, T):
+        F = self.F
+        t0, t1, t2, xy = T
         z3 = F.dbl(F.dbl(F.dbl(t0)))
-        t2 = self.mul_b3(t2)
         x3, z3b = F.muls([(t2, z3), (t1, z3)])
         y3 = F.add(t0, t2)
         t0 = F.sub(t0, F.add(F.dbl(t2), t2))
         y3, x3b = F.muls([(t0, y3), (t0, xy)])
         return (F.dbl(x3b), F.add(x3, y3), z3b)
+
+    def dbl(self, P):
+        """2P, RCB Algorithm 9 (a = 0)."""
+        return self.dbl_tail(self.dbl_products(P))
 
     def neg(self, P):
         return (P[0], self.F.neg(P[1]), P[2])
@@ -168,6 +192,7 @@ class Curve:
     generator: tuple             # affine ints
     cofactor: int
     config: KernelConfig = DEFAULT
+    split: bool = False          # run add/madd/double as two kernels (products, tail)
 
     def __repr__(self):
         return f"Curve({self.name})"
@@ -206,7 +231,8 @@ class Curve:
         b bool, or an explicit prefix tuple."""
         f = op if callable(op) else (lambda ar, *xs: getattr(self.lift(ar), op)(*xs))
         kinds = {"P": (self.proj, jnp.uint32), "A": (self.aff, jnp.uint32),
-                 "b": ((), jnp.bool_), "F": (self.fp, jnp.uint32)}
+                 "b": ((), jnp.bool_), "F": (self.fp, jnp.uint32),
+                 "T": ((6,) + self.fp, jnp.uint32), "D": ((4,) + self.fp, jnp.uint32)}
         in_pre = [kinds[k][0] if isinstance(k, str) else k for k in ins]
         return elementwise(f, in_pre, [kinds[o] for o in outs], self._field.base_arith, self.config,
                            name=f"{self.name}_{name or op}")
@@ -280,15 +306,23 @@ class Curve:
     @functools.partial(jax.jit, static_argnums=0)
     def add(self, P, Q):
         """Complete projective addition (any inputs, identity and P + P included)."""
+        if self.split:
+            return self._ew("tail", "T", "P")(self._ew("add_products", "PP", "T")(P, Q))
         return self._ew("add", "PP", "P")(P, Q)
 
     @functools.partial(jax.jit, static_argnums=0)
     def madd(self, P, A):
         """Projective P + affine A ((0, 0) = identity)."""
+        if self.split:       # the tail kernel is add's; the identity select is XLA glue
+            R = self._ew("tail", "T", "P")(self._ew("madd_products", "PA", "T")(P, A))
+            q_inf = jnp.all(A == 0, axis=tuple(range(len(self.aff))))
+            return jnp.where(q_inf, P, R)
         return self._ew("madd", "PA", "P")(P, A)
 
     @functools.partial(jax.jit, static_argnums=0)
     def double(self, P):
+        if self.split:
+            return self._ew("dbl_tail", "D", "P")(self._ew("dbl_products", "P", "D")(P))
         return self._ew("dbl", "P", "P")(P)
 
     @functools.partial(jax.jit, static_argnums=0)
@@ -412,5 +446,9 @@ G2_GEN = ((0x024aa2b2f08f0a91260805272dc51051c6e47ad4fa403b02b4510b647ae3d1770ba
 H1 = 0x396c8c005555e1568c00aaab0000aaab
 H2 = 0x5d543a95414e7f1091d50792876a202cd91de4547085abaa68a205b2e5a7ddfa628f1cb4d9e82ef21537e293a6691ae1616ec6e786f0c70cf1c38e31c7238e5
 
+# Kernel settings from bench/NOTES.md (H200): G1 formulas with rolled CIOS loops (fastest;
+# ~20-30 s to compile once, then cached); G2 formulas are twice the size, so they run as two
+# kernels each (products, tail) with rolled inner loops and product groups as table loops.
+G2_CONFIG = KernelConfig(unroll=Unroll(inner=False, table=True))
 G1 = Curve("G1", Fq, 4, G1_GEN, H1)
-G2 = Curve("G2", Fq2, (4, 4), G2_GEN, H2)
+G2 = Curve("G2", Fq2, (4, 4), G2_GEN, H2, config=G2_CONFIG, split=True)

@@ -222,7 +222,13 @@ def compile_program(rec: Recorder, inputs: list, outputs: list) -> Program:
 
 
 def _branches(base):
-    """One function per instruction kind: (x, y, z, imm) -> (L, N) register."""
+    """One function per instruction kind: (x, y, z, imm) -> (L, N) register.
+
+    The CPU always uses unrolled carry chains: on XLA:CPU a rolled chain
+    rotates whole rows through the loop carry, i.e. copies them (measured 4x
+    slower additions at 2^16), and the interpreter is compiled once per field
+    anyway, so the longer code costs little."""
+    base = dataclasses.replace(base, unroll=dataclasses.replace(base.unroll, chains=True, mul=False))
     L, pl = base.L, base.pl
     rolled = not base.unroll.chains
     rows = lambda x: [x[i] for i in range(L)]

@@ -28,9 +28,9 @@ import numpy as np
 from jax import lax
 
 from ops.elementwise import DEFAULT, KernelConfig, elementwise
-from ops.field import Fq, Fr, FpArith, PrimeField
-from ops.limbs import Unroll, to_limbs, u32
-from ops.tower import Fp2Arith, Fq2, QuadraticField
+from ops.field import Fq, Fr
+from ops.limbs import Unroll, to_limbs
+from ops.tower import Fp2Arith, Fq2
 
 
 @dataclasses.dataclass(frozen=True)
@@ -171,10 +171,6 @@ class CurveArith:
             return self.add(acc, tuple(F.select(even, a, b) for a, b in zip(acc, addend)))
 
         return F.loop(2 * nbits, body, O)
-
-
-def _scalar_prefix(F):
-    return F.prefix
 
 
 @dataclasses.dataclass(frozen=True)

@@ -32,7 +32,6 @@ from typing import Callable, Sequence
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 from jax import lax
 
 from ops.interpret import Recorder, compile_program, run

@@ -19,8 +19,6 @@ from __future__ import annotations
 import dataclasses
 import functools
 import secrets
-from typing import Sequence
-
 import jax
 import jax.numpy as jnp
 import numpy as np

@@ -15,16 +15,13 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import secrets
 
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax import lax
 
 from ops.elementwise import DEFAULT, KernelConfig, elementwise
 from ops.field import FpArith, PrimeField, Fq as _Fq, pow_by_constant
-from ops.limbs import Unroll, u32
 
 
 @dataclasses.dataclass(frozen=True)

@@ -1,0 +1,66 @@
+"""NTT over Fr against the O(n^2) evaluation with Python ints."""
+import random
+
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from ops import ntt as N
+from ops.field import Fr
+
+P = Fr.p
+
+
+@pytest.fixture(scope="module", params=[0, 1, 3, 6])
+def case(request):
+    k = request.param
+    rng = random.Random(100 + k)
+    n = 1 << k
+    xs = [Fr.random_ints(n, rng) for _ in range(2)]
+    xs[1][: min(n, 2)] = [0, P - 1][: min(n, 2)]            # edge values
+    x = jnp.asarray(Fr.from_int(np.array(xs, dtype=object)))  # (8, 2, n): a batch of two
+    return k, xs, x, N.domain(k)
+
+
+def rows(a):
+    return [[int(v) for v in r] for r in Fr.to_int(a)]
+
+
+def test_root_of_unity_has_exact_order():
+    for k in (1, 5, 32):
+        w = N.root_of_unity(k)
+        assert pow(w, 1 << k, P) == 1 and pow(w, 1 << (k - 1), P) != 1
+    with pytest.raises(ValueError):
+        N.root_of_unity(33)
+
+
+def test_ntt_equals_naive_evaluation(case):
+    k, xs, x, dom = case
+    w = N.root_of_unity(k)
+    assert rows(N.ntt(x, dom)) == [N.naive_ntt(r, w) for r in xs]
+
+
+def test_intt_inverts_ntt(case):
+    _, xs, x, dom = case
+    assert rows(N.intt(N.ntt(x, dom), dom)) == xs
+    assert rows(N.ntt(N.intt(x, dom), dom)) == xs
+
+
+def test_coset_ntt_evaluates_on_shifted_domain(case):
+    k, xs, x, dom = case
+    w = N.root_of_unity(k)
+    pts = [N.GENERATOR * pow(w, j, P) % P for j in range(1 << k)]
+    want = [[sum(c * pow(z, i, P) for i, c in enumerate(r)) % P for z in pts] for r in xs]
+    X = N.coset_ntt(x, dom)
+    assert rows(X) == want
+    assert rows(N.coset_intt(X, dom)) == xs
+
+
+def test_bad_input_is_named():
+    dom = N.domain(2)
+    with pytest.raises(ValueError, match="domain has 4"):
+        N.ntt(jnp.zeros((8, 8), jnp.uint32), dom)
+    with pytest.raises(ValueError, match="Fr elements"):
+        N.ntt(jnp.zeros((12, 4), jnp.uint32), dom)
+    with pytest.raises(ValueError, match="cosets=False"):
+        N.coset_ntt(jnp.zeros((8, 4), jnp.uint32), N.domain(2, cosets=False))

@@ -218,8 +218,80 @@ class FpArith:
         return borrow != 0
 
 
+class FieldOps:
+    """The elementwise array operations every field shares.  A subclass has
+    ``prefix`` (its element layout), ``base_arith`` (the FpArith its formulas
+    reduce to), ``lift(ar)`` (its arithmetic over a base arithmetic), a
+    ``name`` and a ``config``.  Every method is one jitted kernel."""
+
+    def _ew(self, op, n_in, out="e", name=None, extra_in=()):
+        """Elementwise kernel of ``op``: a method name of the arithmetic, or a
+        formula(ar, *xs).  out: one letter per output, 'e' element, 'b' bool,
+        'f' base-field element; extra_in: prefixes of further arguments."""
+        f = op if callable(op) else (lambda ar, *xs: getattr(self.lift(ar), op)(*xs))
+        L = self.base_arith.L
+        types = {"e": (tuple(self.prefix), jnp.uint32), "b": ((), jnp.bool_), "f": ((L,), jnp.uint32)}
+        return elementwise(f, [tuple(self.prefix)] * n_in + list(extra_in), [types[o] for o in out],
+                           self.base_arith, self.config, name=f"{self.name}_{name or op}")
+
+    @functools.partial(jax.jit, static_argnums=0)
+    def add(self, a, b):
+        return self._ew("add", 2)(a, b)
+
+    @functools.partial(jax.jit, static_argnums=0)
+    def sub(self, a, b):
+        return self._ew("sub", 2)(a, b)
+
+    @functools.partial(jax.jit, static_argnums=0)
+    def neg(self, a):
+        return self._ew("neg", 1)(a)
+
+    @functools.partial(jax.jit, static_argnums=0)
+    def double(self, a):
+        return self._ew("dbl", 1)(a)
+
+    @functools.partial(jax.jit, static_argnums=0)
+    def mul(self, a, b):
+        return self._ew("mul", 2)(a, b)
+
+    @functools.partial(jax.jit, static_argnums=0)
+    def square(self, a):
+        return self._ew("sqr", 1)(a)
+
+    @functools.partial(jax.jit, static_argnums=(0, 2))
+    def pow(self, a, e: int):
+        """a^e for a constant integer e >= 0 (one kernel: a loop over e's bits)."""
+        if e < 0:
+            raise ValueError("pow: negative exponent; use inv")
+        return self._ew(lambda ar, x: self.lift(ar).pow(x, e), 1, name="pow")(a)
+
+    @functools.partial(jax.jit, static_argnums=0)
+    def inv(self, a):
+        """Fermat inverse a^(p-2); maps 0 to 0."""
+        return self._ew("inv", 1)(a)
+
+    @functools.partial(jax.jit, static_argnums=0)
+    def sqrt(self, a):
+        """(root, exists): a square root where one exists (p ≡ 3 mod 4)."""
+        return self._ew("sqrt", 1, out="eb")(a)
+
+    @functools.partial(jax.jit, static_argnums=0)
+    def eq(self, a, b):
+        return self._ew("eq", 2, out="b")(a, b)
+
+    @functools.partial(jax.jit, static_argnums=0)
+    def is_zero(self, a):
+        return self._ew("is_zero", 1, out="b")(a)
+
+    @staticmethod
+    def select(c, a, b):
+        """Per element: a where c else b (c has the batch shape)."""
+        return jnp.where(c, a, b)
+
+
+
 @dataclasses.dataclass(frozen=True)
-class PrimeField:
+class PrimeField(FieldOps):
     """A prime field as an array API (see the module docstring).
 
     Arrays: ``(L, *batch)`` uint32, Montgomery form.  Every device method is
@@ -262,14 +334,6 @@ class PrimeField:
     def lift(self, ar):
         """The arithmetic of this field over base arithmetic ``ar`` (itself)."""
         return ar
-
-    def _ew(self, op, n_in, out="e", name=None):
-        """Elementwise kernel of ``op``: a method name of the arithmetic, or a
-        formula(ar, *xs).  out: a string of 'e' (element) / 'b' (bool)."""
-        f = op if callable(op) else (lambda ar, *xs: getattr(self.lift(ar), op)(*xs))
-        types = {"e": ((self.L,), jnp.uint32), "b": ((), jnp.bool_)}
-        return elementwise(f, [(self.L,)] * n_in, [types[o] for o in out], self.arith,
-                           self.config, name=f"{self.name}_{name or op}")
 
     # ---------------------------------------------------------- host side
     def from_int(self, xs) -> np.ndarray:
@@ -352,60 +416,6 @@ class PrimeField:
         return [rng.randrange(self.p) for _ in range(n)]
 
     # ---------------------------------------------------------- device side
-    @functools.partial(jax.jit, static_argnums=0)
-    def add(self, a, b):
-        return self._ew("add", 2)(a, b)
-
-    @functools.partial(jax.jit, static_argnums=0)
-    def sub(self, a, b):
-        return self._ew("sub", 2)(a, b)
-
-    @functools.partial(jax.jit, static_argnums=0)
-    def neg(self, a):
-        return self._ew("neg", 1)(a)
-
-    @functools.partial(jax.jit, static_argnums=0)
-    def double(self, a):
-        return self._ew("dbl", 1)(a)
-
-    @functools.partial(jax.jit, static_argnums=0)
-    def mul(self, a, b):
-        return self._ew("mul", 2)(a, b)
-
-    @functools.partial(jax.jit, static_argnums=0)
-    def square(self, a):
-        return self._ew("sqr", 1)(a)
-
-    @functools.partial(jax.jit, static_argnums=(0, 2))
-    def pow(self, a, e: int):
-        """a^e for a constant integer e >= 0 (one kernel: a loop over e's bits)."""
-        if e < 0:
-            raise ValueError("pow: negative exponent; use inv")
-        return self._ew(lambda ar, x: ar.pow(x, e), 1, name="pow")(a)
-
-    @functools.partial(jax.jit, static_argnums=0)
-    def inv(self, a):
-        """Fermat inverse a^(p-2); maps 0 to 0."""
-        return self._ew("inv", 1)(a)
-
-    @functools.partial(jax.jit, static_argnums=0)
-    def sqrt(self, a):
-        """(root, exists): a square root when one exists (p ≡ 3 mod 4 only)."""
-        return self._ew("sqrt", 1, out="eb")(a)
-
-    @functools.partial(jax.jit, static_argnums=0)
-    def eq(self, a, b):
-        return self._ew("eq", 2, out="b")(a, b)
-
-    @functools.partial(jax.jit, static_argnums=0)
-    def is_zero(self, a):
-        return self._ew("is_zero", 1, out="b")(a)
-
-    @staticmethod
-    def select(c, a, b):
-        """Per element: a where c else b (c has the batch shape)."""
-        return jnp.where(c, a, b)
-
     @functools.partial(jax.jit, static_argnums=0)
     def to_montgomery(self, v):
         """Canonical integer limbs (< p) -> Montgomery form."""

@@ -20,8 +20,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ops.elementwise import DEFAULT, KernelConfig, elementwise
-from ops.field import FpArith, PrimeField, Fq as _Fq, pow_by_constant
+from ops.elementwise import DEFAULT, KernelConfig
+from ops.field import FieldOps, FpArith, PrimeField, Fq as _Fq, pow_by_constant
 
 
 @dataclasses.dataclass(frozen=True)
@@ -139,7 +139,7 @@ class Fp2Arith:
 
 
 @dataclasses.dataclass(frozen=True)
-class QuadraticField:
+class QuadraticField(FieldOps):
     """Fq2 as an array API: elements ``(2, 12, *batch)`` uint32 (see module doc).
     Host values are pairs (c0, c1) of ints; a batch is a numpy object array of
     such pairs or a nested list of them."""
@@ -181,13 +181,6 @@ class QuadraticField:
     def lift(self, ar):
         return Fp2Arith(ar)
 
-    def _ew(self, op, n_in, out="e", name=None, extra_in=()):
-        """Elementwise kernel of ``op`` (an Fp2Arith method name or a formula(ar, *xs))."""
-        f = op if callable(op) else (lambda ar, *xs: getattr(self.lift(ar), op)(*xs))
-        types = {"e": ((2, self.L), jnp.uint32), "b": ((), jnp.bool_), "f": ((self.L,), jnp.uint32)}
-        return elementwise(f, [(2, self.L)] * n_in + list(extra_in), [types[o] for o in out],
-                           self.arith.base, self.config, name=f"{self.name}_{name or op}")
-
     # ---------------------------------------------------------- host side
     def from_int(self, xs) -> np.ndarray:
         """Pair(s) (c0, c1) of ints in [0, p) -> ``(2, 12, *shape)`` uint32."""
@@ -227,30 +220,6 @@ class QuadraticField:
 
     # ---------------------------------------------------------- device side
     @functools.partial(jax.jit, static_argnums=0)
-    def add(self, a, b):
-        return self._ew("add", 2)(a, b)
-
-    @functools.partial(jax.jit, static_argnums=0)
-    def sub(self, a, b):
-        return self._ew("sub", 2)(a, b)
-
-    @functools.partial(jax.jit, static_argnums=0)
-    def neg(self, a):
-        return self._ew("neg", 1)(a)
-
-    @functools.partial(jax.jit, static_argnums=0)
-    def double(self, a):
-        return self._ew("dbl", 1)(a)
-
-    @functools.partial(jax.jit, static_argnums=0)
-    def mul(self, a, b):
-        return self._ew("mul", 2)(a, b)
-
-    @functools.partial(jax.jit, static_argnums=0)
-    def square(self, a):
-        return self._ew("sqr", 1)(a)
-
-    @functools.partial(jax.jit, static_argnums=0)
     def conjugate(self, a):
         return self._ew("conj", 1)(a)
 
@@ -262,33 +231,6 @@ class QuadraticField:
     @functools.partial(jax.jit, static_argnums=0)
     def mul_by_nonresidue(self, a):
         return self._ew("mul_by_nonresidue", 1)(a)
-
-    @functools.partial(jax.jit, static_argnums=(0, 2))
-    def pow(self, a, e: int):
-        if e < 0:
-            raise ValueError("pow: negative exponent; use inv")
-        return self._ew(lambda ar, x: Fp2Arith(ar).pow(x, e), 1, name="pow")(a)
-
-    @functools.partial(jax.jit, static_argnums=0)
-    def inv(self, a):
-        return self._ew("inv", 1)(a)
-
-    @functools.partial(jax.jit, static_argnums=0)
-    def sqrt(self, a):
-        """(root, exists)."""
-        return self._ew("sqrt", 1, out="eb")(a)
-
-    @functools.partial(jax.jit, static_argnums=0)
-    def eq(self, a, b):
-        return self._ew("eq", 2, out="b")(a, b)
-
-    @functools.partial(jax.jit, static_argnums=0)
-    def is_zero(self, a):
-        return self._ew("is_zero", 1, out="b")(a)
-
-    @staticmethod
-    def select(c, a, b):
-        return jnp.where(c, a, b)
 
     @functools.partial(jax.jit, static_argnums=(0, 2))
     def batch_inv(self, a, chunk: int = 32):

@@ -95,6 +95,14 @@ def _flat(nested, prefix: tuple) -> list:
     return [r for part in nested for r in _flat(part, prefix[1:])]
 
 
+def _broadcast(a, pre: tuple, batch: tuple):
+    """(*pre, *b) -> (*pre, *batch), the batch axes aligned on the right (numpy
+    broadcasting of the batch shapes, the element prefix kept in front)."""
+    b = a.shape[len(pre):]
+    a = a.reshape(pre + (1,) * (len(batch) - len(b)) + b)
+    return jnp.broadcast_to(a, pre + batch)
+
+
 def _as_u32(v):
     return v.astype(jnp.uint32) if v.dtype != jnp.uint32 else v
 
@@ -136,7 +144,7 @@ def elementwise(formula: Callable, in_prefixes: Sequence[tuple], out_types: Sequ
         rec = Recorder(base)
         values, in_vals, in_regs = [], [], []
         for a, pre in zip(args, in_prefixes):
-            a = jnp.broadcast_to(a, pre + batch).reshape(math.prod(pre), n)
+            a = _broadcast(a, pre, batch).reshape(math.prod(pre), n)
             if pre and pre[-1] == L:                       # field elements
                 k = math.prod(pre[:-1])
                 vs = [rec.input() for _ in range(k)]
@@ -174,7 +182,7 @@ def elementwise(formula: Callable, in_prefixes: Sequence[tuple], out_types: Sequ
         flat_args, nrows = [], []
         for a, pre in zip(args, in_prefixes):
             r = math.prod(pre)
-            a = jnp.broadcast_to(a, pre + batch).reshape(r, n)
+            a = _broadcast(a, pre, batch).reshape(r, n)
             if npad != n:
                 a = jnp.pad(a, ((0, 0), (0, npad - n)))
             flat_args.append(a)

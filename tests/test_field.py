@@ -258,11 +258,24 @@ def test_broadcast_same_rank(F, data):
 
 
 @pytest.mark.parametrize("F", FIELDS)
-def test_broadcast_against_single_element(F, data):
+def test_broadcast_different_rank(F, data):
+    """Batch shapes of different rank broadcast numpy-style (right-aligned):
+    an unbatched (L,) element against (L, N), and (L, N) against (L, B, N).
+    (Found failing by this test; fixed in ops/elementwise.py, b33973d.)"""
     xs = data[F.name]["rand"][:N_FIELD]
     c = F.p - 7
-    got = F.to_int(F.mul(jnp.asarray(F.from_int(xs)), F.constant(c)))
+    A = jnp.asarray(F.from_int(xs))
+    got = F.to_int(F.mul(A, F.constant(c)))
     assert [int(v) for v in got] == [x * c % F.p for x in xs]
+    got = F.to_int(F.add(F.constant(c), A))
+    assert [int(v) for v in got] == [(x + c) % F.p for x in xs]
+    rng = random.Random(13)
+    ys = [rng.randrange(F.p) for _ in range(4 * N_FIELD)]
+    B = jnp.asarray(F.from_int(np.array(ys, dtype=object).reshape(4, N_FIELD)))
+    got = F.to_int(F.mul(A, B))
+    assert got.shape == (4, N_FIELD)
+    assert [[int(v) for v in row] for row in got] == \
+        [[x * y % F.p for x, y in zip(xs, ys[k * N_FIELD:(k + 1) * N_FIELD])] for k in range(4)]
 
 
 # ---------------------------------------------------------------- random

@@ -199,7 +199,9 @@ class FpArith:
 
     def sqrt(self, a):
         """(root, exists) for p ≡ 3 mod 4: root = a^((p+1)/4), exists iff root² = a."""
-        assert self.p % 4 == 3
+        if self.p % 4 != 3:
+            raise ValueError("sqrt is implemented for p ≡ 3 mod 4 (Fq, Fq2); this field needs "
+                             "Tonelli–Shanks, which is not implemented")
         r = self.pow(a, (self.p + 1) // 4)
         return r, self.eq(self.sqr(r), a)
 
@@ -435,9 +437,7 @@ class PrimeField(FieldOps):
         return jnp.zeros((self.L,) + tuple(shape), jnp.uint32)
 
     def ones(self, shape=()):
-        one = np.array(to_limbs(self.R, self.L), dtype=np.uint32)
-        return jnp.broadcast_to(jnp.asarray(one).reshape((self.L,) + (1,) * len(shape)),
-                                (self.L,) + tuple(shape))
+        return self.constant(1, shape)
 
     def constant(self, x: int, shape=()):
         """The field element x (an int, reduced mod p) broadcast to ``shape``."""

@@ -414,3 +414,10 @@ def test_from_bytes_rejects(F, order):
         F.from_bytes(np.zeros((2, n + 1), np.uint8), order)
     with pytest.raises(ValueError):
         F.from_bytes(bytes(n), "middle")
+
+
+def test_sqrt_needs_p_3_mod_4():
+    """Fr's modulus is 1 mod 4: sqrt says so instead of failing deep inside."""
+    assert Fr.p % 4 == 1
+    with pytest.raises(ValueError, match="3 mod 4"):
+        Fr.sqrt(Fr.ones((2,)))

@@ -135,9 +135,7 @@ def _transform(x, tw, log_n: int):
         j = t & ((1 << half_log) - 1)
         ia = ((t >> half_log) << s) | j
         ib = ia + (1 << half_log)
-        w = jnp.take(tw, j << (log_n - s), axis=-1)
-        shape_b = x.shape[1:-1]
-        w = jnp.broadcast_to(w.reshape((8,) + (1,) * len(shape_b) + (n // 2,)), x.shape[:-1] + (n // 2,))
+        w = jnp.take(tw, j << (log_n - s), axis=-1)          # (8, n/2), broadcast over the batch
         u, v = bfly(jnp.take(x, ia, axis=-1), jnp.take(x, ib, axis=-1), w)
         return x.at[..., ia].set(u).at[..., ib].set(v)
 
@@ -155,7 +153,7 @@ def ntt(x, dom: Domain):
 def intt(X, dom: Domain):
     """Inverse NTT along the last axis."""
     _check(X, dom, "intt")
-    return Fr.mul(_transform(X, dom.inv_twiddles, dom.log_n), dom.n_inv[(...,) + (None,) * (X.ndim - 1)])
+    return Fr.mul(_transform(X, dom.inv_twiddles, dom.log_n), dom.n_inv)
 
 
 @jax.jit
@@ -164,8 +162,7 @@ def coset_ntt(x, dom: Domain):
     _check(x, dom, "coset_ntt")
     if dom.coset is None:
         raise ValueError("coset_ntt: the domain was built with cosets=False")
-    shift = dom.coset.reshape((8,) + (1,) * (x.ndim - 2) + (dom.n,))
-    return _transform(Fr.mul(x, shift), dom.twiddles, dom.log_n)
+    return _transform(Fr.mul(x, dom.coset), dom.twiddles, dom.log_n)
 
 
 @jax.jit
@@ -174,8 +171,7 @@ def coset_intt(X, dom: Domain):
     _check(X, dom, "coset_intt")
     if dom.inv_coset is None:
         raise ValueError("coset_intt: the domain was built with cosets=False")
-    shift = dom.inv_coset.reshape((8,) + (1,) * (X.ndim - 2) + (dom.n,))
-    return Fr.mul(_transform(X, dom.inv_twiddles, dom.log_n), shift)
+    return Fr.mul(_transform(X, dom.inv_twiddles, dom.log_n), dom.inv_coset)
 
 
 def naive_ntt(xs: list[int], omega: int) -> list[int]:

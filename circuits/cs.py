@@ -1,0 +1,483 @@
+"""The tensor constraint system: one circuit source, two interpretations.
+
+A circuit is a Python function ``circuit_fn(cs, inputs, *static_args)`` written
+with the gadgets of ``circuits.gadgets``.  It runs in one of two modes:
+
+* **record** (``record``): once per topology, with shapes only (``inputs`` is
+  None, value thunks are never called).  ``cs.alloc`` hands out whole tensors
+  of variable ids and ``cs.enforce`` appends whole blocks of rows built with
+  numpy index arithmetic, so a gadget over 10^6 instances costs the Python time
+  of one.  The result is an ``R1CS`` in CSR form.
+* **witness** (``witness``): under ``jax.jit`` and ``jax.vmap`` over a batch
+  of instances.  ``cs.alloc`` calls the value thunk (jax ops) and appends the
+  values; ``cs.enforce`` does nothing.  The result is the witness array.
+
+Both modes execute the same sequence of ``alloc`` calls with the same static
+shapes and masks, so the variable order is identical by construction.
+
+**Variables (bellperson's model).**  Column 0 is the constant ONE, columns
+1..num_inputs-1 the public inputs in allocation order, then the aux variables
+in allocation order.  While recording, ids are int64: aux variable j is j,
+input i is ``INPUT_BASE + i`` (ONE = ``INPUT_BASE``), so sorting ids sorts
+columns; ``NOVAR`` marks tensor slots that were not allocated (masked out).
+After synthesis one row per public input (ONE included) is appended:
+A = 1·input_i, B and C empty.
+
+**Allocation order within a block.**  ``alloc(shape, where=mask)`` numbers the
+masked elements of ``shape`` in row-major order, and ``enforce(..., where=mask)``
+emits one row per masked element in row-major order.  A gadget that allocates
+and constrains element by element in bellperson (e.g. the 32 bits of a word)
+therefore gets bellperson's order; a gadget that does several steps per
+element stacks the steps on a trailing "slot" axis.  A gadget applied to a
+batch of k instances allocates op by op (all k instances of step 1, then of
+step 2, ...), which is a valid order but not the one of a bellperson loop over
+the k instances.
+
+**Linear combinations** (record mode only) are tensors too: ``LC(var, coef)``
+with ``var`` int64 ``(*shape, k)`` and ``coef`` int32 ``(*shape, k)``, ids into
+the recording's ``CoeffTable`` of canonical Fr integers (id 0 is the
+coefficient 0: a padding term).  Each enforced row is canonicalised like
+bellperson's sparse LinearCombination: terms sorted by column, repeated
+variables merged by adding coefficients, zero terms dropped.
+
+**Witness values.**  Bits are ``uint32`` 0/1 arrays of the tensor's shape;
+field elements are ``ops.field.Fr`` arrays ``(8, *shape)`` (Montgomery limbs).
+The witness of a batch is an Fr array ``(8, B, num_inputs + num_aux)``
+(``w[:, :, 0]`` = 1): ``jax.vmap`` maps the circuit over one instance axis.
+"""
+from __future__ import annotations
+
+import functools
+from typing import Callable, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from ops.field import Fr, R_FR
+from ops.limbs import to_limbs
+
+INPUT_BASE = -(1 << 40)          # id of input i is INPUT_BASE + i
+ONE = INPUT_BASE                 # the constant variable (input 0)
+NOVAR = np.iinfo(np.int64).min   # an unallocated (masked-out) slot
+_PAD = np.iinfo(np.int64).max    # sort key of dropped terms
+
+
+# ---------------------------------------------------------------- the interface
+class CSR(NamedTuple):
+    """One sparse matrix, rows x (num_inputs + num_aux)."""
+    indptr: np.ndarray       # int64 (rows + 1,)
+    cols: np.ndarray         # int64 (nnz,) column in bellperson order
+    coeff_ids: np.ndarray    # int32 (nnz,) index into R1CS.coeffs
+
+
+class R1CS(NamedTuple):
+    """A recorded circuit (see the module docstring for the column order)."""
+    name: str
+    num_inputs: int          # public inputs INCLUDING the constant ONE
+    num_aux: int
+    num_constraints: int     # gadget constraints, NOT counting the input rows
+    a: CSR                   # rows = num_constraints + num_inputs
+    b: CSR
+    c: CSR
+    coeffs: tuple            # deduplicated canonical Fr coefficients (ints in [0, r))
+    bit_vars: np.ndarray     # bool (num_inputs + num_aux,): variables proven boolean
+
+    @property
+    def num_vars(self) -> int:
+        return self.num_inputs + self.num_aux
+
+    @property
+    def num_rows(self) -> int:
+        return self.num_constraints + self.num_inputs
+
+
+# ---------------------------------------------------------------- coefficients
+class CoeffTable:
+    """Interned canonical Fr coefficients of one recording; arithmetic on id
+    arrays is vectorised by evaluating each distinct operand pair once."""
+
+    def __init__(self):
+        self.values: list[int] = []
+        self._index: dict[int, int] = {}
+        for v in (0, 1, R_FR - 1):
+            self.id(v)
+
+    def id(self, x: int) -> int:
+        x = int(x) % R_FR
+        i = self._index.get(x)
+        if i is None:
+            i = self._index[x] = len(self.values)
+            self.values.append(x)
+        return i
+
+    def ids(self, xs) -> np.ndarray:
+        """Python ints (any nesting / object array) -> int32 ids, same shape."""
+        arr = np.asarray(xs, dtype=object)
+        flat = [self.id(x) for x in arr.reshape(-1)]
+        return np.asarray(flat, np.int32).reshape(arr.shape)
+
+    def _unary(self, a, op):
+        a = np.asarray(a, np.int32)
+        u, inv = np.unique(a, return_inverse=True)
+        res = np.asarray([self.id(op(self.values[i])) for i in u.tolist()], np.int32)
+        return res[inv].reshape(a.shape)
+
+    def _binary(self, a, b, op):
+        a, b = np.broadcast_arrays(np.asarray(a, np.int32), np.asarray(b, np.int32))
+        key = (a.astype(np.int64) << 32) | b.astype(np.int64)
+        u, inv = np.unique(key, return_inverse=True)
+        res = np.asarray([self.id(op(self.values[k >> 32], self.values[k & 0xFFFFFFFF]))
+                          for k in u.tolist()], np.int32)
+        return res[inv].reshape(a.shape)
+
+    def neg(self, a):
+        return self._unary(a, lambda x: -x)
+
+    def add(self, a, b):
+        return self._binary(a, b, lambda x, y: x + y)
+
+    def mul(self, a, b):
+        return self._binary(a, b, lambda x, y: x * y)
+
+
+# ---------------------------------------------------------------- linear combinations
+class LC(NamedTuple):
+    """A tensor of linear combinations: element ``e`` is
+    Σ_t values[coef[e, t]] · x[var[e, t]] (record mode only)."""
+    var: np.ndarray          # int64 (*shape, k)
+    coef: np.ndarray         # int32 (*shape, k)
+    table: CoeffTable
+
+    @property
+    def shape(self) -> tuple:
+        return self.var.shape[:-1]
+
+    def __add__(self, other: "LC") -> "LC":
+        shape = np.broadcast_shapes(self.shape, other.shape)
+        parts = [(np.broadcast_to(x.var, shape + x.var.shape[-1:]),
+                  np.broadcast_to(x.coef, shape + x.coef.shape[-1:])) for x in (self, other)]
+        return LC(np.concatenate([p[0] for p in parts], -1),
+                  np.concatenate([p[1] for p in parts], -1), self.table)
+
+    def __neg__(self) -> "LC":
+        return LC(self.var, self.table.neg(self.coef), self.table)
+
+    def __sub__(self, other: "LC") -> "LC":
+        return self + (-other)
+
+    def scale(self, c) -> "LC":
+        """Multiply by constants: a Python int, or an array of ints
+        broadcastable to ``shape``."""
+        ids = self.table.ids(c)
+        return LC(self.var, self.table.mul(self.coef, ids[..., None]), self.table)
+
+    def sum(self, axis: int = -1) -> "LC":
+        """Σ over one axis of ``shape`` (the terms are concatenated)."""
+        axis = axis % len(self.shape)
+        var = np.moveaxis(self.var, axis, -2)
+        coef = np.moveaxis(self.coef, axis, -2)
+        return LC(var.reshape(var.shape[:-2] + (-1,)), coef.reshape(coef.shape[:-2] + (-1,)),
+                  self.table)
+
+    def __getitem__(self, idx) -> "LC":
+        """Index the axes of ``shape`` (never the term axis)."""
+        idx = idx if isinstance(idx, tuple) else (idx,)
+        if any(i is Ellipsis for i in idx):
+            idx = idx + (slice(None),)
+        return LC(self.var[idx], self.coef[idx], self.table)
+
+
+def stack_lcs(lcs, axis: int = -1) -> LC:
+    """Stack LCs of one shape along a new axis of ``shape`` (k padded with
+    zero terms)."""
+    shape = np.broadcast_shapes(*[x.shape for x in lcs])
+    k = max(x.var.shape[-1] for x in lcs)
+    vs, cs = [], []
+    for x in lcs:
+        pad = k - x.var.shape[-1]
+        v = np.broadcast_to(x.var, shape + x.var.shape[-1:])
+        c = np.broadcast_to(x.coef, shape + x.coef.shape[-1:])
+        vs.append(np.concatenate([v, np.full(shape + (pad,), ONE, np.int64)], -1))
+        cs.append(np.concatenate([c, np.zeros(shape + (pad,), np.int32)], -1))
+    axis = axis % (len(shape) + 1)
+    return LC(np.stack(vs, axis), np.stack(cs, axis), lcs[0].table)
+
+
+def select_lc(cases, lcs) -> LC:
+    """Element-wise choice among LCs of one shape: element e takes lcs[j] where
+    cases[e] == j (k padded with zero terms)."""
+    st = stack_lcs(lcs, axis=-1)               # (*shape, n, k)
+    cases = np.broadcast_to(np.asarray(cases), st.shape[:-1])
+    idx = cases[..., None, None]
+    return LC(np.take_along_axis(st.var, idx, -2)[..., 0, :],
+              np.take_along_axis(st.coef, idx, -2)[..., 0, :], st.table)
+
+
+# ---------------------------------------------------------------- record mode
+def _canonical_rows(lc: LC):
+    """Rows (n, k) -> CSR fragment (lengths (n,), ids (nnz,), coeff ids (nnz,)):
+    sorted by variable, repeated variables merged, zero terms dropped."""
+    var, coef, table = lc.var, lc.coef, lc.table
+    n, k = var.shape
+    if k == 0 or n == 0:
+        return np.zeros(n, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int32)
+    key = np.where(coef != 0, var, _PAD)
+    order = np.argsort(key, axis=1, kind="stable")
+    key = np.take_along_axis(key, order, 1)
+    coef = np.take_along_axis(coef, order, 1)
+    live = key != _PAD
+    rows = np.broadcast_to(np.arange(n)[:, None], (n, k))[live]
+    v, c = key[live], coef[live]
+    if v.size and v[0] == NOVAR:
+        raise ValueError("enforce: a linear combination uses an unallocated (masked-out) "
+                         "variable slot")
+    if v.size > 1:
+        first = np.ones(v.size, bool)
+        first[1:] = (rows[1:] != rows[:-1]) | (v[1:] != v[:-1])
+        if not first.all():
+            starts = np.flatnonzero(first)
+            gid = np.cumsum(first) - 1
+            dup = np.flatnonzero(~first)
+            rank = dup - starts[gid[dup]]
+            acc = c[starts].copy()
+            order = np.argsort(rank, kind="stable")
+            dup, rank = dup[order], rank[order]
+            bounds = np.flatnonzero(np.diff(rank)) + 1
+            for part in np.split(dup, bounds):
+                g = gid[part]
+                acc[g] = table.add(acc[g], c[part])
+            keep = acc != 0
+            rows, v, c = rows[starts][keep], v[starts][keep], acc[keep]
+    return np.bincount(rows, minlength=n).astype(np.int64), v, c.astype(np.int32)
+
+
+class Recorder:
+    """Record mode: hands out variable ids, collects rows as CSR fragments."""
+    recording = True
+
+    def __init__(self):
+        self.coeffs = CoeffTable()
+        self.num_inputs = 1
+        self.num_aux = 0
+        self.num_constraints = 0
+        self._rows = ([], [], [])
+        self._bits = []
+
+    # -- allocation
+    def alloc(self, shape, value=None, *, where=None, bit=False, input=False):
+        """Allocate the masked elements of a tensor of variables (row-major).
+        Returns int64 ids of ``shape`` (``NOVAR`` where not allocated)."""
+        shape = tuple(int(s) for s in shape)
+        if where is None:
+            n = int(np.prod(shape, dtype=np.int64))
+            ids = np.arange(n, dtype=np.int64).reshape(shape)
+        else:
+            mask = np.broadcast_to(np.asarray(where, bool), shape)
+            n = int(mask.sum())
+            ids = np.full(shape, NOVAR, np.int64)
+            ids[mask] = np.arange(n, dtype=np.int64)
+        if input:
+            base = INPUT_BASE + self.num_inputs
+            self.num_inputs += n
+        else:
+            base = self.num_aux
+            self.num_aux += n
+        ids = np.where(ids == NOVAR, NOVAR, ids + base) if where is not None else ids + base
+        if bit and n:
+            self._bits.append(ids[ids != NOVAR] if where is not None else ids.reshape(-1))
+        return ids
+
+    def alloc_input(self, shape, value=None, *, where=None, bit=False):
+        return self.alloc(shape, value, where=where, bit=bit, input=True)
+
+    # -- constraints
+    def lc(self, var, coeff=1) -> LC:
+        """The one-term LCs coeff·x[var] (var an id array, coeff an int or an
+        int array broadcastable to var)."""
+        var = np.asarray(var, np.int64)
+        ids = self.coeffs.ids(coeff)
+        ids = np.broadcast_to(ids, np.broadcast_shapes(ids.shape, var.shape))
+        var = np.broadcast_to(var, ids.shape)
+        return LC(var[..., None], ids[..., None].astype(np.int32), self.coeffs)
+
+    def zero_lc(self, shape=()) -> LC:
+        shape = tuple(shape)
+        return LC(np.zeros(shape + (0,), np.int64), np.zeros(shape + (0,), np.int32), self.coeffs)
+
+    def enforce(self, abc: Callable[[], tuple], *, where=None):
+        """Append the rows A·B = C, one per (masked) element, row-major.
+        ``abc`` returns the three LC tensors (broadcast against each other)."""
+        a, b, c = abc()
+        shape = np.broadcast_shapes(a.shape, b.shape, c.shape)
+        mask = None if where is None else np.broadcast_to(np.asarray(where, bool), shape)
+        for store, x in zip(self._rows, (a, b, c)):
+            v = np.broadcast_to(x.var, shape + x.var.shape[-1:])
+            co = np.broadcast_to(x.coef, shape + x.coef.shape[-1:])
+            if mask is None:
+                v, co = v.reshape(-1, v.shape[-1]), co.reshape(-1, co.shape[-1])
+            else:
+                v, co = v[mask], co[mask]
+            store.append(_canonical_rows(LC(v, co, self.coeffs)))
+        self.num_constraints += int(np.prod(shape, dtype=np.int64)) if mask is None else int(mask.sum())
+
+    # -- result
+    def finish(self, name: str) -> R1CS:
+        ni, na = self.num_inputs, self.num_aux
+        one_id = self.coeffs.id(1)
+        inputs = INPUT_BASE + np.arange(ni, dtype=np.int64)
+        tail = [(np.ones(ni, np.int64), inputs, np.full(ni, one_id, np.int32)),
+                (np.zeros(ni, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int32)),
+                (np.zeros(ni, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int32))]
+        frags = [store + [t] for store, t in zip(self._rows, tail)]
+        used = np.unique(np.concatenate([f[2] for fr in frags for f in fr]))
+        remap = np.zeros(len(self.coeffs.values), np.int32)
+        remap[used] = np.arange(used.size, dtype=np.int32)
+        mats = []
+        for fr in frags:
+            lengths = np.concatenate([f[0] for f in fr])
+            ids = np.concatenate([f[1] for f in fr])
+            cids = np.concatenate([f[2] for f in fr])
+            cols = np.where(ids < 0, ids - INPUT_BASE, ids + ni)
+            mats.append(CSR(np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64),
+                            cols.astype(np.int64), remap[cids]))
+        bit_vars = np.zeros(ni + na, bool)
+        if self._bits:
+            ids = np.concatenate(self._bits)
+            bit_vars[np.where(ids < 0, ids - INPUT_BASE, ids + ni)] = True
+        return R1CS(name, ni, na, self.num_constraints, *mats,
+                    tuple(self.coeffs.values[i] for i in used.tolist()), bit_vars)
+
+
+def record(circuit_fn: Callable, *static_args, name: str | None = None) -> R1CS:
+    """Record ``circuit_fn(cs, None, *static_args)`` (shapes only) into an R1CS.
+    ``name`` defaults to the function name and the static arguments."""
+    cs = Recorder()
+    circuit_fn(cs, None, *static_args)
+    if name is None:
+        name = circuit_fn.__name__ + "".join(f"-{a}" for a in static_args)
+    return cs.finish(name)
+
+
+# ---------------------------------------------------------------- witness mode
+_R_LIMBS = np.asarray(to_limbs(Fr.R, Fr.L), np.uint32)   # Montgomery form of 1
+
+
+def bits_to_fr(bits):
+    """uint32 0/1 array (*shape) -> Fr array (8, *shape): 0 -> 0, 1 -> 1."""
+    bits = jnp.asarray(bits)
+    one = jnp.asarray(_R_LIMBS).reshape((Fr.L,) + (1,) * bits.ndim)
+    return jnp.where(bits[None] != 0, one, jnp.uint32(0))
+
+
+class WitnessBuilder:
+    """Witness mode (one instance, traced under vmap/jit): ``alloc`` computes
+    and stores values, ``enforce`` does nothing."""
+    recording = False
+
+    def __init__(self):
+        self._inputs = []
+        self._aux = []
+
+    def alloc(self, shape, value, *, where=None, bit=False, input=False):
+        """Store the value of the masked elements of a tensor of variables
+        (row-major) and return the whole value: ``uint32`` 0/1 of ``shape`` for
+        bits, Fr ``(8, *shape)`` otherwise."""
+        shape = tuple(int(s) for s in shape)
+        v = jnp.asarray(value())
+        want = shape if bit else (Fr.L,) + shape
+        if v.shape != want:
+            raise ValueError(f"alloc: the value has shape {v.shape}, expected {want} "
+                             f"({'bits' if bit else 'Fr limbs'} of a {shape} tensor)")
+        if bit:
+            v = v.astype(jnp.uint32)
+        elif v.dtype != jnp.uint32:
+            raise ValueError(f"alloc: Fr values must be uint32 limbs, got {v.dtype}")
+        flat = v.reshape(-1) if bit else v.reshape(Fr.L, -1)
+        if where is not None:
+            idx = np.flatnonzero(np.broadcast_to(np.asarray(where, bool), shape))
+            flat = flat[idx] if bit else flat[:, idx]
+        (self._inputs if input else self._aux).append((bit, flat))
+        return v
+
+    def alloc_input(self, shape, value, *, where=None, bit=False):
+        return self.alloc(shape, value, where=where, bit=bit, input=True)
+
+    def enforce(self, abc, *, where=None):
+        return None
+
+    def assemble(self):
+        """The witness of this instance: Fr ``(8, num_inputs + num_aux)``."""
+        blocks = [(True, jnp.ones((1,), jnp.uint32))] + self._inputs + self._aux
+        out, run = [], []
+        for bit, flat in blocks:          # consecutive bit blocks are converted at once
+            if bit:
+                run.append(flat)
+                continue
+            if run:
+                out.append(bits_to_fr(jnp.concatenate(run)))
+                run = []
+            out.append(flat)
+        if run:
+            out.append(bits_to_fr(jnp.concatenate(run)))
+        return jnp.concatenate(out, axis=-1)
+
+
+@functools.lru_cache(maxsize=64)
+def witness_fn(circuit_fn: Callable, *static_args, in_axes=0):
+    """The jitted batch witness generator of a circuit: ``f(inputs) -> (w, out)``
+    with ``w`` Fr ``(8, B, n_vars)`` and ``out`` the circuit's return value
+    (a pytree of arrays, instance axis first).  ``in_axes`` (hashable) says
+    where each input leaf has its instance axis, as in ``jax.vmap`` (Fr
+    arrays are limb-major: their instance axis is 1)."""
+    def one(inputs):
+        cs = WitnessBuilder()
+        out = circuit_fn(cs, inputs, *static_args)
+        return cs.assemble(), out
+
+    return jax.jit(jax.vmap(one, in_axes=(in_axes,), out_axes=(1, 0)))
+
+
+def witness(circuit_fn: Callable, inputs, *static_args, in_axes=0):
+    """Witness ``(8, B, n_vars)`` (Fr) of a batch of instances of a circuit."""
+    return witness_fn(circuit_fn, *static_args, in_axes=in_axes)(inputs)[0]
+
+
+def witness_with_outputs(circuit_fn: Callable, inputs, *static_args, in_axes=0):
+    """(witness, the circuit's return value) of a batch of instances."""
+    return witness_fn(circuit_fn, *static_args, in_axes=in_axes)(inputs)
+
+
+# ---------------------------------------------------------------- reference checker
+def _matvec(m: CSR, coeffs, w):
+    """Row values of a sparse matrix times a vector of Python ints (object)."""
+    rows = m.indptr.size - 1
+    if m.cols.size == 0:
+        return np.zeros(rows, dtype=object)
+    terms = np.asarray(coeffs, dtype=object)[m.coeff_ids] * w[m.cols]
+    lengths = np.diff(m.indptr)
+    sums = np.zeros(rows, dtype=object)
+    nz = lengths > 0
+    sums[nz] = np.add.reduceat(terms, m.indptr[:-1][nz])
+    return sums
+
+
+def is_satisfied(r1cs: R1CS, w) -> tuple[bool, int | None]:
+    """Reference check of one instance with Python integers (small circuits):
+    ``w`` is a Fr witness ``(8, n_vars)`` or a sequence of canonical ints.
+    Returns (all rows hold, index of the first failing row or None)."""
+    arr = np.asarray(w)
+    if arr.dtype == np.uint32:
+        if arr.shape != (Fr.L, r1cs.num_vars):
+            raise ValueError(f"is_satisfied: witness shape {arr.shape}, expected "
+                             f"({Fr.L}, {r1cs.num_vars})")
+        vals = np.asarray(Fr.to_int(arr), dtype=object)
+    else:
+        vals = np.asarray([int(x) for x in np.asarray(w, dtype=object).reshape(-1)], dtype=object)
+        if vals.shape != (r1cs.num_vars,):
+            raise ValueError(f"is_satisfied: {vals.size} values, expected {r1cs.num_vars}")
+    if vals[0] != 1:
+        raise ValueError(f"is_satisfied: w[0] (the constant ONE) is {vals[0]}, not 1")
+    a, b, c = (_matvec(m, r1cs.coeffs, vals) for m in (r1cs.a, r1cs.b, r1cs.c))
+    bad = np.flatnonzero([(x * y - z) % R_FR != 0 for x, y, z in zip(a, b, c)])
+    return (bad.size == 0, None if bad.size == 0 else int(bad[0]))

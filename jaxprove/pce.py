@@ -1,0 +1,385 @@
+"""Pre-compiled constraint evaluation (cuzk's Phase 5 "PCE"), on the device.
+
+A circuit's constraint system is recorded once per topology (``circuits.cs``
+-> ``R1CS``), compiled here into device-resident ``Matrices`` (A, B, C in the
+chunked CSR layout of ``ops.spmv``, the coefficient table, bellperson's
+density bitmaps and the bit-variable mask), stored with orbax, and reused for
+every proof: per proof, ``evaluate`` computes
+
+    a = A·w,  b = B·w,  c = C·w   (Fr, one value per row, for every instance)
+
+for a batch of witnesses w (8, *batch, num_inputs + num_aux) in bellperson's
+variable order (ONE, public inputs, aux).  Rows = num_constraints +
+num_inputs: after the gadget rows come bellperson's input rows
+(A = 1·input_i, B = C = 0).
+
+Entries with coefficient 0 are dropped at extraction (as cuzk's RecordingCS
+does), so the density bitmaps mark the variables that appear with a nonzero
+coefficient:
+
+* ``a_aux_density`` (num_aux,): aux variable j appears in A (A's input
+  density is full in bellperson's prover);
+* ``b_input_density`` (num_inputs,), ``b_aux_density`` (num_aux,): the
+  variable appears in B.
+
+Persistence: one directory per cache key under a cache folder, holding the
+arrays (orbax-checkpoint) and ``meta.json`` (format, ``VERSION``, key, static
+counts, and each array's shape, dtype and content checksum).  Written under a
+temporary name and renamed into place, so a reader sees a complete entry or
+none; ``load`` checks version, key, shapes and checksums and returns None on
+any mismatch, so ``get_or_extract`` re-extracts instead of using it.
+"""
+from __future__ import annotations
+
+import dataclasses
+import functools
+import hashlib
+import json
+import logging
+import math
+import os
+import re
+import secrets
+import shutil
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from ops import spmv
+from ops.field import Fr
+
+VERSION = 1                 # bump whenever the stored layout or its meaning changes
+FORMAT = "jaxprove-pce"
+META = "meta.json"
+ARRAYS = "arrays"
+_MATRIX_FIELDS = ("cols", "seg", "gen_cols", "gen_seg", "gen_coeff", "row0", "last", "cont")
+
+log = logging.getLogger(__name__)
+
+
+@functools.partial(jax.tree_util.register_dataclass,
+                   data_fields=["a", "b", "c", "coeffs", "a_aux_density", "b_input_density",
+                                "b_aux_density", "bit_vars"],
+                   meta_fields=["name", "num_inputs", "num_aux", "num_constraints"])
+@dataclasses.dataclass(frozen=True)
+class Matrices:
+    """A circuit's pre-compiled constraint system (device arrays).
+
+    a, b, c: ``ops.spmv.BlockedCSR`` (rows × num_vars); coeffs: Fr (8,
+    n_coeffs), the deduplicated coefficient table; a_aux_density,
+    b_aux_density: bool (num_aux,); b_input_density: bool (num_inputs,);
+    bit_vars: bool (num_vars,), variables proven boolean."""
+    a: spmv.BlockedCSR
+    b: spmv.BlockedCSR
+    c: spmv.BlockedCSR
+    coeffs: jnp.ndarray
+    a_aux_density: jnp.ndarray
+    b_input_density: jnp.ndarray
+    b_aux_density: jnp.ndarray
+    bit_vars: jnp.ndarray
+    name: str
+    num_inputs: int
+    num_aux: int
+    num_constraints: int
+
+    @property
+    def num_vars(self) -> int:
+        return self.num_inputs + self.num_aux
+
+    @property
+    def rows(self) -> int:
+        return self.num_constraints + self.num_inputs
+
+    @property
+    def nnz(self) -> tuple[int, int, int]:
+        return self.a.nnz, self.b.nnz, self.c.nnz
+
+    @property
+    def shapes(self) -> tuple[int, ...]:
+        """The topology's sizes: inputs, aux, constraints, nnz of A, B, C, coefficients."""
+        return (self.num_inputs, self.num_aux, self.num_constraints) + self.nnz \
+            + (self.coeffs.shape[1],)
+
+    @property
+    def key(self) -> str:
+        return cache_key(self.name, self.shapes)
+
+
+def cache_key(name: str, shapes=()) -> str:
+    """Cache key of a topology: a readable slug of the circuit name (with its
+    parameters), the code version, and a hash of name, version and the
+    sizes ``shapes`` (any tuple of ints, e.g. ``Matrices.shapes``)."""
+    digest = hashlib.sha256(repr((name, VERSION, tuple(int(s) for s in shapes))).encode())
+    slug = re.sub(r"[^A-Za-z0-9_.-]+", "-", name).strip("-.")[:64] or "circuit"
+    return f"{slug}-pce{VERSION}-{digest.hexdigest()[:16]}"
+
+
+# ---------------------------------------------------------------- extraction
+def _check_csr(name: str, m, rows: int, n_vars: int, n_coeffs: int):
+    indptr = np.asarray(m.indptr, np.int64)
+    cols = np.asarray(m.cols, np.int64)
+    ids = np.asarray(m.coeff_ids, np.int64)
+    if indptr.shape != (rows + 1,) or indptr[0] != 0 or np.any(np.diff(indptr) < 0):
+        raise ValueError(f"extract: {name}.indptr must be non-decreasing of length rows + 1 = "
+                         f"{rows + 1} starting at 0, got shape {indptr.shape}")
+    nnz = int(indptr[-1])
+    if cols.shape != (nnz,) or ids.shape != (nnz,):
+        raise ValueError(f"extract: {name} has {nnz} entries by indptr but cols {cols.shape} "
+                         f"and coeff_ids {ids.shape}")
+    if nnz and (cols.min() < 0 or cols.max() >= n_vars):
+        raise ValueError(f"extract: {name}.cols outside [0, {n_vars})")
+    if nnz and (ids.min() < 0 or ids.max() >= n_coeffs):
+        raise ValueError(f"extract: {name}.coeff_ids outside [0, {n_coeffs})")
+    return indptr, cols, ids
+
+
+def _drop_zeros(indptr, cols, ids, zero_ids):
+    keep = ~np.isin(ids, zero_ids)
+    if keep.all():
+        return indptr, cols, ids
+    rows = len(indptr) - 1
+    row = np.repeat(np.arange(rows), np.diff(indptr))
+    counts = np.bincount(row[keep], minlength=rows)
+    return np.concatenate([[0], np.cumsum(counts)]), cols[keep], ids[keep]
+
+
+def _check_input_rows(r1cs, csrs, one_ids):
+    """bellperson's input rows: row num_constraints + i is A = 1·input_i, B = C = 0."""
+    m, k = r1cs.num_constraints, r1cs.num_inputs
+    (ai, ac, aid), (bi, _, _), (ci, _, _) = csrs
+    ok = (np.all(np.diff(ai[m:]) == 1) and np.all(np.diff(bi[m:]) == 0)
+          and np.all(np.diff(ci[m:]) == 0))
+    if ok:
+        sl = slice(ai[m], ai[m + k])
+        ok = np.array_equal(ac[sl], np.arange(k)) and np.all(np.isin(aid[sl], one_ids))
+    if not ok:
+        raise ValueError("extract: the last num_inputs rows must be bellperson's input rows "
+                         "(A = 1·input_i, B and C empty)")
+
+
+def extract(r1cs, **block_args) -> Matrices:
+    """Compile an ``R1CS`` (circuits.cs interface) into device ``Matrices``.
+
+    Validates the R1CS (shapes, index ranges, canonical distinct
+    coefficients, the input rows) and raises ValueError naming what is wrong.
+    ``block_args`` go to ``ops.spmv.block`` (chunk sizes; defaults suit large
+    circuits)."""
+    k, aux, m = int(r1cs.num_inputs), int(r1cs.num_aux), int(r1cs.num_constraints)
+    if k < 1 or aux < 0 or m < 0:
+        raise ValueError(f"extract: need num_inputs >= 1 (ONE included), num_aux >= 0, "
+                         f"num_constraints >= 0; got {k}, {aux}, {m}")
+    coeffs = list(r1cs.coeffs)
+    for i, x in enumerate(coeffs):
+        if not isinstance(x, (int, np.integer)) or isinstance(x, bool) or not 0 <= x < Fr.p:
+            raise ValueError(f"extract: coefficient {i} ({x!r}) is not a canonical Fr integer")
+    if len(set(int(x) for x in coeffs)) != len(coeffs):
+        raise ValueError("extract: the coefficient table has duplicates")
+    n_vars, rows = k + aux, m + k
+    bits = np.asarray(r1cs.bit_vars)
+    if bits.shape != (n_vars,) or bits.dtype != np.bool_:
+        raise ValueError(f"extract: bit_vars must be bool of shape ({n_vars},), "
+                         f"got {bits.dtype} {bits.shape}")
+    zero_ids = [i for i, x in enumerate(coeffs) if x == 0]
+    one_ids = [i for i, x in enumerate(coeffs) if x == 1]
+    csrs = [_drop_zeros(*_check_csr(nm, mat, rows, n_vars, len(coeffs)), zero_ids)
+            for nm, mat in (("a", r1cs.a), ("b", r1cs.b), ("c", r1cs.c))]
+    _check_input_rows(r1cs, csrs, one_ids)
+
+    def used(cols, lo, hi):
+        mask = np.zeros(hi - lo, bool)
+        sel = cols[(cols >= lo) & (cols < hi)]
+        mask[sel - lo] = True
+        return mask
+
+    classes = spmv.coefficient_classes(coeffs)
+    blocked = [jax.tree.map(jnp.asarray, spmv.block(*csr, classes, **block_args)) for csr in csrs]
+    table = Fr.from_int(coeffs) if coeffs else np.zeros((Fr.L, 0), np.uint32)
+    return Matrices(*blocked, jnp.asarray(table),
+                    jnp.asarray(used(csrs[0][1], k, n_vars)), jnp.asarray(used(csrs[1][1], 0, k)),
+                    jnp.asarray(used(csrs[1][1], k, n_vars)), jnp.asarray(bits),
+                    str(r1cs.name), k, aux, m)
+
+
+# ---------------------------------------------------------------- evaluation
+def _check_witness(m: Matrices, w):
+    if w.dtype != jnp.uint32 or w.ndim < 2 or w.shape[0] != Fr.L or w.shape[-1] != m.num_vars:
+        raise ValueError(f"pce: witness must be Fr limbs uint32 (8, *batch, {m.num_vars}) for "
+                         f"circuit {m.name!r}, got {w.dtype} {w.shape}")
+
+
+@jax.jit
+def evaluate(m: Matrices, w):
+    """(a, b, c) = (A·w, B·w, C·w) for a witness batch w (8, *batch,
+    num_vars) of canonical Montgomery Fr limbs -> three Fr arrays (8, *batch,
+    rows).  Coefficients ±1 cost no multiplication; terms are summed lazily
+    (``ops.spmv``).  Peak device memory beyond m and w, with B = prod(batch):
+    32·B·(num_vars + 4·rows) bytes (the element-major witness copy, a, b and
+    the padded and final c) plus one chunk's working set (``ops.spmv``)."""
+    _check_witness(m, w)
+    batch = w.shape[1:-1]
+    B = math.prod(batch)
+    wt = spmv.element_major(w.reshape(Fr.L, B, m.num_vars))
+    return tuple(spmv.spmv(x, m.coeffs, wt).reshape((Fr.L,) + batch + (m.rows,))
+                 for x in (m.a, m.b, m.c))
+
+
+@jax.jit
+def is_satisfied(m: Matrices, w):
+    """Per instance: (ok, first_bad) where ok = (a∘b == c on every row) as bool
+    (*batch,), and first_bad is the first row with a·b != c (int32 (*batch,),
+    −1 where satisfied)."""
+    a, b, c = evaluate(m, w)
+    good = Fr.eq(Fr.mul(a, b), c)                        # (*batch, rows)
+    ok = jnp.all(good, axis=-1)
+    first = jnp.argmin(good, axis=-1).astype(jnp.int32)
+    return ok, jnp.where(ok, jnp.int32(-1), first)
+
+
+# ---------------------------------------------------------------- persistence
+def _flat(m: Matrices) -> dict:
+    """name -> array for every array of m ("a__cols", ..., "bit_vars")."""
+    out = {}
+    for mat in ("a", "b", "c"):
+        for f in _MATRIX_FIELDS:
+            out[f"{mat}__{f}"] = getattr(getattr(m, mat), f)
+    for f in ("coeffs", "a_aux_density", "b_input_density", "b_aux_density", "bit_vars"):
+        out[f] = getattr(m, f)
+    return out
+
+
+def _static(m: Matrices) -> dict:
+    d = {f: getattr(m, f) for f in ("name", "num_inputs", "num_aux", "num_constraints")}
+    for mat in ("a", "b", "c"):
+        x = getattr(m, mat)
+        d[mat] = {"rows": x.rows, "nnz": x.nnz, "block_rows": x.block_rows}
+    return d
+
+
+def _build(static: dict, arrays: dict) -> Matrices:
+    mats = [spmv.BlockedCSR(*(arrays[f"{mat}__{f}"] for f in _MATRIX_FIELDS),
+                            **{k: int(v) for k, v in static[mat].items()})
+            for mat in ("a", "b", "c")]
+    return Matrices(*mats, arrays["coeffs"], arrays["a_aux_density"], arrays["b_input_density"],
+                    arrays["b_aux_density"], arrays["bit_vars"], str(static["name"]),
+                    int(static["num_inputs"]), int(static["num_aux"]),
+                    int(static["num_constraints"]))
+
+
+def _fmix(h):
+    """MurmurHash3's 32-bit finaliser (a bijection of uint32)."""
+    h = h ^ (h >> 16)
+    h = h * jnp.uint32(0x85EBCA6B)
+    h = h ^ (h >> 13)
+    h = h * jnp.uint32(0xC2B2AE35)
+    return h ^ (h >> 16)
+
+
+@jax.jit
+def _digest(x):
+    """Content checksum of an array, on its device: two uint32 lanes, each
+    Σ_i fmix(x_i ⊕ fmix(i + seed)) mod 2^32 (x viewed as uint32 words), so a
+    change of any one element always changes both lanes."""
+    v = x.reshape(-1)
+    v = v.astype(jnp.uint32) if v.dtype == jnp.bool_ else jax.lax.bitcast_convert_type(v, jnp.uint32)
+    i = jnp.arange(v.shape[0], dtype=jnp.uint32)
+    return jnp.stack([jnp.sum(_fmix(v ^ _fmix(i + jnp.uint32(s))), dtype=jnp.uint32)
+                      for s in (0x9E3779B9, 0x7F4A7C15)])
+
+
+def _checksum(x) -> str:
+    return "".join(f"{int(d):08x}" for d in np.asarray(_digest(x)))
+
+
+def _write_arrays(path: str, arrays: dict):
+    import orbax.checkpoint as ocp
+    with ocp.StandardCheckpointer() as ck:
+        ck.save(os.path.abspath(path), arrays)
+        ck.wait_until_finished()
+
+
+def _read_arrays(path: str, abstract: dict) -> dict:
+    import orbax.checkpoint as ocp
+    with ocp.StandardCheckpointer() as ck:
+        return ck.restore(os.path.abspath(path), abstract)
+
+
+def save(m: Matrices, directory: str, key: str | None = None) -> str:
+    """Store m under ``directory/key`` (key defaults to ``m.key``), replacing
+    any entry already there; returns the entry's path.  Atomic: everything is
+    written under a temporary name first and renamed into place, and on any
+    failure the temporary is removed, so no partial entry is ever visible."""
+    key = key or m.key
+    os.makedirs(directory, exist_ok=True)
+    final = os.path.join(directory, key)
+    token = secrets.token_hex(6)
+    tmp = os.path.join(directory, f".{key}.tmp-{token}")
+    old = os.path.join(directory, f".{key}.old-{token}")
+    arrays = _flat(m)
+    try:
+        os.makedirs(tmp)
+        stored = {k: v for k, v in arrays.items() if v.size}       # orbax rejects empty arrays
+        if stored:
+            _write_arrays(os.path.join(tmp, ARRAYS), stored)
+        meta = {"format": FORMAT, "version": VERSION, "key": key, "static": _static(m),
+                "arrays": {k: {"shape": list(v.shape), "dtype": str(v.dtype),
+                               "checksum": _checksum(v)} for k, v in arrays.items()}}
+        with open(os.path.join(tmp, META), "w") as f:
+            json.dump(meta, f, indent=1, sort_keys=True)
+            f.flush()
+            os.fsync(f.fileno())
+        if os.path.exists(final):
+            os.rename(final, old)
+        os.rename(tmp, final)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    finally:
+        shutil.rmtree(old, ignore_errors=True)
+    return final
+
+
+def load(directory: str, key: str, device=None) -> Matrices | None:
+    """The Matrices stored under ``directory/key``, restored onto ``device``
+    (default: the first device), or None when there is no entry or the entry
+    is unusable (other format or version, other key, missing or mismatching
+    arrays, checksum mismatch); the reason is logged as a warning."""
+    path = os.path.join(directory, key)
+    if not os.path.isdir(path):
+        return None
+    try:
+        with open(os.path.join(path, META)) as f:
+            meta = json.load(f)
+        if meta.get("format") != FORMAT or meta.get("version") != VERSION:
+            raise ValueError(f"format/version {meta.get('format')}/{meta.get('version')}, "
+                             f"expected {FORMAT}/{VERSION}")
+        if meta.get("key") != key:
+            raise ValueError(f"entry is for key {meta.get('key')!r}")
+        info = meta["arrays"]
+        sharding = jax.sharding.SingleDeviceSharding(device or jax.devices()[0])
+        shape = {k: (tuple(v["shape"]), np.dtype(v["dtype"])) for k, v in info.items()}
+        abstract = {k: jax.ShapeDtypeStruct(s, d, sharding=sharding)
+                    for k, (s, d) in shape.items() if math.prod(s)}
+        arrays = _read_arrays(os.path.join(path, ARRAYS), abstract) if abstract else {}
+        for k, (s, d) in shape.items():
+            if not math.prod(s):
+                arrays[k] = jax.device_put(jnp.zeros(s, d), sharding)
+            if tuple(arrays[k].shape) != s or arrays[k].dtype != d:
+                raise ValueError(f"array {k} restored as {arrays[k].dtype} {arrays[k].shape}")
+            if _checksum(arrays[k]) != info[k]["checksum"]:
+                raise ValueError(f"checksum mismatch in array {k}")
+        return _build(meta["static"], arrays)
+    except Exception as e:  # noqa: BLE001 - any unusable entry means: extract again
+        log.warning("pce cache entry %s is unusable (%s: %s); it will be re-extracted",
+                    path, type(e).__name__, e)
+        return None
+
+
+def get_or_extract(r1cs_fn, key: str, directory: str, **block_args) -> Matrices:
+    """The cached Matrices for ``key``, or (no usable entry) ``extract(r1cs_fn())``,
+    saved under ``key`` (replacing an unusable entry) and returned."""
+    m = load(directory, key)
+    if m is None:
+        m = extract(r1cs_fn(), **block_args)
+        save(m, directory, key)
+    return m

@@ -1,0 +1,360 @@
+"""jaxprove.pce and ops.spmv against an independent reference: every row of
+A·w, B·w, C·w recomputed with Python integers mod r from the R1CS's own CSR
+lists; the satisfaction check against a witness built to satisfy (then
+broken); persistence by restoring and comparing every array.
+
+Sizes are tiny and the chunk sizes forced small (many chunks, rows split
+across chunks, long rows cut into pieces, the general-coefficient slots
+full), so the CPU run exercises every path of the chunked evaluation.
+"""
+from __future__ import annotations
+
+import json
+import os
+import random
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from conftest import R
+from jaxprove import pce
+from ops import spmv
+from ops.field import Fr
+
+
+class CSR(NamedTuple):          # the circuits.cs interface (r1cs_interface.md)
+    indptr: np.ndarray
+    cols: np.ndarray
+    coeff_ids: np.ndarray
+
+
+class R1CS(NamedTuple):
+    name: str
+    num_inputs: int
+    num_aux: int
+    num_constraints: int
+    a: CSR
+    b: CSR
+    c: CSR
+    coeffs: tuple
+    bit_vars: np.ndarray
+
+
+SMALL = dict(slots=16, gen_slots=8, block_rows=8, max_terms=6)   # forces many chunks
+
+
+# ---------------------------------------------------------------- builders (Python ints)
+def csr_from_rows(rows, table):
+    """rows: list of [(col, coeff int)] -> CSR over the coefficient table
+    (dict coeff -> id, extended as needed)."""
+    indptr, cols, ids = [0], [], []
+    for row in rows:
+        for col, k in row:
+            cols.append(col)
+            ids.append(table.setdefault(k, len(table)))
+        indptr.append(len(cols))
+    return CSR(np.array(indptr, np.int64), np.array(cols, np.int64), np.array(ids, np.int32))
+
+
+def make_r1cs(name, num_inputs, num_aux, rows_abc, bits=None):
+    """R1CS from gadget rows (three lists of [(col, coeff)]), appending
+    bellperson's input rows (A = 1·input_i, B = C = 0)."""
+    k = num_inputs
+    a, b, c = (list(r) for r in rows_abc)
+    a += [[(i, 1)] for i in range(k)]
+    b += [[] for _ in range(k)]
+    c += [[] for _ in range(k)]
+    table = {}
+    csrs = [csr_from_rows(r, table) for r in (a, b, c)]
+    coeffs = tuple(sorted(table, key=table.get))
+    if bits is None:
+        bits = np.zeros(num_inputs + num_aux, bool)
+    return R1CS(name, num_inputs, num_aux, len(rows_abc[0]), *csrs, coeffs, bits)
+
+
+def random_coeff(rng):
+    return rng.choice([1, 1, 1, 1, R - 1, R - 1, 2, 3, R - 2, 0, rng.randrange(R)])
+
+
+def random_rows(rng, n_rows, n_vars):
+    """Random sparse rows: empty rows, short rows, long rows (beyond
+    SMALL's max_terms and slots), duplicate columns, all coefficient kinds."""
+    rows = []
+    for _ in range(n_rows):
+        length = rng.choice([0, 0, 1, 1, 2, 3, 4, 7, 13, 40])
+        rows.append([(rng.randrange(n_vars), random_coeff(rng)) for _ in range(length)])
+    return rows
+
+
+def random_r1cs(seed, num_inputs=3, num_aux=40, num_constraints=50):
+    rng = random.Random(seed)
+    n = num_inputs + num_aux
+    abc = [random_rows(rng, num_constraints, n) for _ in range(3)]
+    bits = np.array([rng.random() < 0.3 for _ in range(n)])
+    return make_r1cs(f"random/{seed}", num_inputs, num_aux, abc, bits)
+
+
+def rows_of(csr, coeffs):
+    ip = csr.indptr
+    return [[(int(csr.cols[j]), coeffs[csr.coeff_ids[j]]) for j in range(ip[r], ip[r + 1])]
+            for r in range(len(ip) - 1)]
+
+
+def reference(r1cs, ws):
+    """A·w, B·w, C·w with Python ints for each witness (list of int lists)."""
+    out = []
+    for mat in (r1cs.a, r1cs.b, r1cs.c):
+        rows = rows_of(mat, r1cs.coeffs)
+        out.append([[sum(k * w[col] for col, k in row) % R for row in rows] for w in ws])
+    return out
+
+
+def random_witnesses(rng, n_inst, n_vars):
+    ws = [[rng.randrange(R) for _ in range(n_vars)] for _ in range(n_inst)]
+    for i, w in enumerate(ws):
+        w[0] = 1
+        if n_vars > 2:               # edge values
+            w[1], w[2] = R - 1, 0
+    return ws
+
+
+def to_device(ws, batch):
+    return jnp.asarray(Fr.from_int(ws)).reshape((8,) + batch + (len(ws[0]),))
+
+
+@pytest.fixture(scope="module")
+def small():
+    r1cs = random_r1cs(1)
+    return r1cs, pce.extract(r1cs, **SMALL)
+
+
+# ---------------------------------------------------------------- extraction
+def test_extract_layout_and_metadata(small):
+    r1cs, m = small
+    k, aux = r1cs.num_inputs, r1cs.num_aux
+    assert (m.num_inputs, m.num_aux, m.num_constraints, m.rows) == (k, aux, 50, 53)
+    assert m.a.chunks > 5 and m.b.chunks > 5 and np.asarray(m.a.cont).any()
+    one, minus = r1cs.coeffs.index(1), r1cs.coeffs.index(R - 1)
+    for name, mat, blocked in (("a", r1cs.a, m.a), ("b", r1cs.b, m.b), ("c", r1cs.c, m.c)):
+        want = [sorted((c, r1cs.coeffs.index(x)) for c, x in row if x != 0)
+                for row in rows_of(mat, r1cs.coeffs)]
+        indptr, cols, ids = spmv.to_csr(blocked, one, minus)
+        got = [list(zip(cols[indptr[r]:indptr[r + 1]].tolist(), ids[indptr[r]:indptr[r + 1]].tolist()))
+               for r in range(m.rows)]
+        assert got == want, name
+        assert blocked.nnz == sum(map(len, want))
+    assert Fr.to_int(m.coeffs).tolist() == list(r1cs.coeffs)
+    used = lambda mat: {c for row in rows_of(mat, r1cs.coeffs) for c, x in row if x != 0}
+    ua, ub = used(r1cs.a), used(r1cs.b)
+    assert np.asarray(m.a_aux_density).tolist() == [k + j in ua for j in range(aux)]
+    assert np.asarray(m.b_input_density).tolist() == [i in ub for i in range(k)]
+    assert np.asarray(m.b_aux_density).tolist() == [k + j in ub for j in range(aux)]
+    assert np.array_equal(np.asarray(m.bit_vars), r1cs.bit_vars)
+    assert m.key == pce.cache_key(r1cs.name, m.shapes) and m.key.startswith("random-1-pce")
+
+
+def _broken(r1cs, what):
+    k = r1cs.num_inputs
+    if what == "coeff range":
+        return r1cs._replace(coeffs=r1cs.coeffs[:-1] + (R,))
+    if what == "duplicate coeffs":
+        return r1cs._replace(coeffs=r1cs.coeffs[:-1] + (r1cs.coeffs[0],))
+    if what == "column range":
+        cols = r1cs.b.cols.copy()
+        cols[0] = k + r1cs.num_aux
+        return r1cs._replace(b=r1cs.b._replace(cols=cols))
+    if what == "indptr length":
+        return r1cs._replace(c=r1cs.c._replace(indptr=r1cs.c.indptr[:-1]))
+    if what == "input rows":
+        return r1cs._replace(num_constraints=r1cs.num_constraints - 1, num_inputs=k + 1,
+                             num_aux=r1cs.num_aux - 1)
+    if what == "bit_vars":
+        return r1cs._replace(bit_vars=r1cs.bit_vars[:-1])
+    raise AssertionError(what)
+
+
+@pytest.mark.parametrize("what, message", [
+    ("coeff range", "coefficient"), ("duplicate coeffs", "duplicates"), ("column range", "b.cols"),
+    ("indptr length", "c.indptr"), ("input rows", "input rows"), ("bit_vars", "bit_vars")])
+def test_extract_rejects_bad_input(small, what, message):
+    with pytest.raises(ValueError, match=message):
+        pce.extract(_broken(small[0], what))
+
+
+# ---------------------------------------------------------------- evaluation
+def test_evaluate_matches_python_ints(small):
+    r1cs, m = small
+    rng = random.Random(2)
+    ws = random_witnesses(rng, 6, m.num_vars)
+    a, b, c = pce.evaluate(m, to_device(ws, (2, 3)))
+    assert a.shape == b.shape == c.shape == (8, 2, 3, m.rows)
+    want = reference(r1cs, ws)
+    for got, exp in zip((a, b, c), want):
+        assert Fr.to_int(got).reshape(6, m.rows).tolist() == exp
+
+
+def test_evaluate_rejects_bad_witness(small):
+    _, m = small
+    with pytest.raises(ValueError, match="witness"):
+        pce.evaluate(m, jnp.zeros((8, 2, m.num_vars + 1), jnp.uint32))
+    with pytest.raises(ValueError, match="witness"):
+        pce.evaluate(m, jnp.zeros((8, 2, m.num_vars), jnp.int32))
+
+
+def test_lazy_sums_at_the_headroom_limit():
+    """Rows of exactly MAX_TERMS terms of value r−1 with coefficient +1 and
+    −1 (the largest half-limb sums the accumulators allow), a longer row
+    (cut into pieces and carried across chunks), and general coefficients on
+    the same long rows; default chunk sizes."""
+    n = 3
+    big = spmv.MAX_TERMS
+    rows = [[(1, 1)] * big, [(1, R - 1)] * big, [(1, 1), (2, R - 1)] * (big // 2 + 700),
+            [(1, 5)] * 3000 + [(2, 1)] * 10]
+    r1cs = make_r1cs("headroom", 1, n - 1, (rows, [[]] * 4, [[]] * 4))
+    m = pce.extract(r1cs)
+    assert m.a.chunks == 2 and np.asarray(m.a.cont).tolist() == [False, True]
+    ws = [[1, R - 1, R - 2]]
+    a, _, _ = pce.evaluate(m, to_device(ws, (1,)))
+    assert Fr.to_int(a).reshape(-1).tolist() == reference(r1cs, ws)[0][0]
+
+
+# ---------------------------------------------------------------- satisfaction
+def satisfiable(seed, num_inputs=2, free=12, num_constraints=30):
+    """Row i: (random A row)·(random B row) = 3·z_i − (random terms), over
+    free variables x and one dedicated aux variable z_i per row; returns the
+    R1CS and a function witness(rng) that satisfies it."""
+    rng = random.Random(seed)
+    k = num_inputs
+    nx = k + free                               # ONE, inputs, free aux
+    A = [random_rows(rng, 1, nx)[0] for _ in range(num_constraints)]
+    B = [random_rows(rng, 1, nx)[0] for _ in range(num_constraints)]
+    extra = [random_rows(rng, 1, nx)[0][:3] for _ in range(num_constraints)]
+    C = [[(nx + i, 3)] + [(col, (R - x) % R) for col, x in e] for i, e in enumerate(extra)]
+    r1cs = make_r1cs(f"sat/{seed}", k, free + num_constraints, (A, B, C))
+
+    def witness(rng):
+        w = [1] + [rng.randrange(R) for _ in range(nx - 1)]
+        ev = lambda row: sum(x * w[c] for c, x in row) % R
+        inv3 = pow(3, -1, R)
+        return w + [(ev(a) * ev(b) + ev(e)) * inv3 % R for a, b, e in zip(A, B, extra)]
+
+    return r1cs, witness, nx
+
+
+def test_is_satisfied_finds_the_first_broken_row():
+    r1cs, witness, nx = satisfiable(3)
+    m = pce.extract(r1cs, **SMALL)
+    rng = random.Random(4)
+    ws = [witness(rng) for _ in range(3)]
+    ws[1][nx + 17] = (ws[1][nx + 17] + 1) % R           # breaks row 17 only
+    ws[2][nx + 21] = (ws[2][nx + 21] + 5) % R           # rows 9 and 21
+    ws[2][nx + 9] = 0
+    ok, first = pce.is_satisfied(m, to_device(ws, (3,)))
+    assert np.asarray(ok).tolist() == [True, False, False]
+    assert np.asarray(first).tolist() == [-1, 17, 9]
+    a, b, c = reference(r1cs, ws)
+    bad = [[r for r in range(m.rows) if a[i][r] * b[i][r] % R != c[i][r]] for i in range(3)]
+    assert bad == [[], [17], [9, 21]]
+
+
+# ---------------------------------------------------------------- persistence
+def assert_same(m1, m2):
+    f1, f2 = pce._flat(m1), pce._flat(m2)
+    assert f1.keys() == f2.keys()
+    for k in f1:
+        assert f1[k].dtype == f2[k].dtype and f1[k].shape == f2[k].shape, k
+        assert np.array_equal(np.asarray(f1[k]), np.asarray(f2[k])), k
+    assert pce._static(m1) == pce._static(m2)
+
+
+def test_save_load_round_trip(small, tmp_path):
+    _, m = small
+    path = pce.save(m, str(tmp_path))
+    assert os.path.basename(path) == m.key
+    got = pce.load(str(tmp_path), m.key)
+    assert got is not None
+    assert_same(m, got)
+    assert isinstance(got.a.cols, jax.Array) and got.a.cols.devices() == {jax.devices()[0]}
+    assert pce.load(str(tmp_path), "no-such-key") is None
+
+
+class Counter:
+    def __init__(self, r1cs):
+        self.r1cs, self.calls = r1cs, 0
+
+    def __call__(self):
+        self.calls += 1
+        return self.r1cs
+
+
+def _edit_meta(path, fn):
+    with open(os.path.join(path, pce.META)) as f:
+        meta = json.load(f)
+    fn(meta)
+    with open(os.path.join(path, pce.META), "w") as f:
+        json.dump(meta, f)
+
+
+def _flip_checksum(meta):
+    c = meta["arrays"]["a__cols"]["checksum"]
+    meta["arrays"]["a__cols"]["checksum"] = c[:-1] + ("0" if c[-1] != "0" else "1")
+
+
+def _bump_version(meta):
+    meta["version"] = pce.VERSION + 1
+
+
+@pytest.mark.parametrize("damage", [_flip_checksum, _bump_version], ids=["checksum", "version"])
+def test_damaged_entry_is_detected_and_re_extracted(small, tmp_path, damage):
+    r1cs, _ = small
+    fn = Counter(r1cs)
+    key = "circuit-under-test"
+    m1 = pce.get_or_extract(fn, key, str(tmp_path), **SMALL)
+    m2 = pce.get_or_extract(fn, key, str(tmp_path), **SMALL)       # cache hit
+    assert fn.calls == 1
+    assert_same(m1, m2)
+    _edit_meta(str(tmp_path / key), damage)
+    assert pce.load(str(tmp_path), key) is None
+    m3 = pce.get_or_extract(fn, key, str(tmp_path), **SMALL)
+    assert fn.calls == 2
+    assert_same(m1, m3)
+    assert pce.load(str(tmp_path), key) is not None               # the entry was rewritten
+    assert sorted(os.listdir(tmp_path)) == [key]
+
+
+def test_changed_array_content_is_detected(small, tmp_path):
+    """Arrays of another circuit with identical shapes under this entry's
+    metadata: only the checksums can tell."""
+    r1cs, m = small
+    coeffs = list(r1cs.coeffs)
+    i = coeffs.index(2)
+    coeffs[i] = 7 if 7 not in coeffs else 11
+    other = pce.extract(r1cs._replace(coeffs=tuple(coeffs)), **SMALL)
+    pce.save(m, str(tmp_path), "x")
+    pce.save(other, str(tmp_path), "y")
+    assert pce.load(str(tmp_path), "y") is not None
+    os.rename(tmp_path / "x" / pce.ARRAYS, tmp_path / "x-arrays")
+    os.rename(tmp_path / "y" / pce.ARRAYS, tmp_path / "x" / pce.ARRAYS)
+    assert pce.load(str(tmp_path), "x") is None
+
+
+def test_interrupted_save_leaves_nothing_partial(small, tmp_path, monkeypatch):
+    _, m = small
+    pce.save(m, str(tmp_path), "kept")
+    real = pce._write_arrays
+
+    def failing(path, arrays):
+        real(path, arrays)                      # the arrays are on disk, the metadata is not
+        raise KeyboardInterrupt("simulated interruption")
+
+    monkeypatch.setattr(pce, "_write_arrays", failing)
+    with pytest.raises(KeyboardInterrupt):
+        pce.save(m, str(tmp_path), "new")
+    with pytest.raises(KeyboardInterrupt):
+        pce.save(m, str(tmp_path), "kept")     # replacing an entry fails: the old one stays
+    assert sorted(os.listdir(tmp_path)) == ["kept"]
+    monkeypatch.undo()
+    assert pce.load(str(tmp_path), "kept") is not None

@@ -12,36 +12,18 @@ from __future__ import annotations
 import json
 import os
 import random
-from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from circuits import cs
+from circuits.cs import CSR, R1CS
 from conftest import R
 from jaxprove import pce
 from ops import spmv
 from ops.field import Fr
-
-
-class CSR(NamedTuple):          # the circuits.cs interface (r1cs_interface.md)
-    indptr: np.ndarray
-    cols: np.ndarray
-    coeff_ids: np.ndarray
-
-
-class R1CS(NamedTuple):
-    name: str
-    num_inputs: int
-    num_aux: int
-    num_constraints: int
-    a: CSR
-    b: CSR
-    c: CSR
-    coeffs: tuple
-    bit_vars: np.ndarray
-
 
 SMALL = dict(slots=16, gen_slots=8, block_rows=8, max_terms=6)   # forces many chunks
 
@@ -258,6 +240,53 @@ def test_is_satisfied_finds_the_first_broken_row():
     a, b, c = reference(r1cs, ws)
     bad = [[r for r in range(m.rows) if a[i][r] * b[i][r] % R != c[i][r]] for i in range(3)]
     assert bad == [[], [17], [9, 21]]
+
+
+NBITS = 8
+
+
+def cubic_and_bits(c, inputs):
+    """A small circuits.cs circuit: y = x³ + x + 5 (y public), and NBITS
+    boolean-constrained bits packed into one variable (coefficients 2^i,
+    and 1 − b in B)."""
+    x = c.alloc((), lambda: inputs[0])
+    x2 = c.alloc((), lambda: Fr.mul(x, x))
+    x3 = c.alloc((), lambda: Fr.mul(x2, x))
+    y = c.alloc_input((), lambda: Fr.add(Fr.add(x3, x), Fr.constant(5)))
+    c.enforce(lambda: (c.lc(x), c.lc(x), c.lc(x2)))
+    c.enforce(lambda: (c.lc(x2), c.lc(x), c.lc(x3)))
+    c.enforce(lambda: (c.lc(x3) + c.lc(x) + c.lc(cs.ONE, 5), c.lc(cs.ONE), c.lc(y)))
+    bits = c.alloc((NBITS,), lambda: inputs[1], bit=True)
+    c.enforce(lambda: (c.lc(bits), c.lc(cs.ONE) - c.lc(bits), c.zero_lc((NBITS,))))
+    weights = [1 << i for i in range(NBITS)]
+
+    def packed_value():
+        fr = cs.bits_to_fr(bits)
+        acc = fr[:, 0]
+        for i in range(1, NBITS):
+            acc = Fr.add(acc, Fr.mul(fr[:, i], Fr.constant(weights[i])))
+        return acc
+
+    packed = c.alloc((), packed_value)
+    c.enforce(lambda: (c.lc(bits, weights).sum(), c.lc(cs.ONE), c.lc(packed)))
+
+
+def test_recorded_circuit_and_its_witness():
+    """circuits.cs record + witness against cs's own Python-int checker."""
+    r1cs = cs.record(cubic_and_bits)
+    m = pce.extract(r1cs, **SMALL)
+    rng = random.Random(5)
+    xs = [rng.randrange(R) for _ in range(3)]
+    bits = np.array([[rng.randrange(2) for _ in range(NBITS)] for _ in range(3)], np.uint32)
+    w = cs.witness(cubic_and_bits, (jnp.asarray(Fr.from_int(xs)), jnp.asarray(bits)),
+                   in_axes=(1, 0))
+    bad = w.at[:, 2, m.num_inputs + 2].set(jnp.asarray(Fr.from_int(7)))   # x3 := 7 in instance 2
+    ok, first = pce.is_satisfied(m, bad)
+    assert np.asarray(ok).tolist() == [True, True, False]
+    want = [cs.is_satisfied(r1cs, np.asarray(bad[:, i])) for i in range(3)]
+    assert [r[0] for r in want] == [True, True, False]
+    assert int(first[2]) == want[2][1] == 1
+    assert np.asarray(m.bit_vars).sum() == NBITS
 
 
 # ---------------------------------------------------------------- persistence

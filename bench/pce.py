@@ -1,0 +1,159 @@
+"""Constraint evaluation (SpMV) throughput: a, b, c = A·w, B·w, C·w.
+
+A synthetic R1CS with the shape of a 32 GiB PoRep partition (cuzk's PCE
+statistics: 130,278,869 constraints + 328 inputs, 130,169,893 aux variables,
+A/B/C 2.4/1.0/2.2 nonzeros per row, 722 M in all) or a smaller one
+(``--rows``): row lengths Poisson-distributed around those means, columns
+uniform over all variables (``--cols random``, the worst case for the gather)
+or within a window around the row's position (``--cols local``),
+coefficients +1 / −1 (4:1) except a fraction ``--general`` of arbitrary Fr
+constants; bellperson's input rows appended.  One JSON record per run
+(bench/common.py): extraction seconds (host planning + transfer), compile
+seconds of ``pce.evaluate``, median/min/max seconds per evaluation over >= 5
+runs after a warm-up, nonzeros/s (× batch), and GB/s of a minimum-traffic
+model (index arrays once, one 32-byte witness element per nonzero and
+instance, the witness transposed once, each output row written once); a
+sample of rows of every matrix is checked against Python integers.
+
+    python -m bench.pce --rows 1000                       # CPU smoke run
+    python -m bench.pce --out bench/results/pce_h200.jsonl  # full PoRep shape
+
+Anchor: cuzk evaluates this SpMV on the CPU in 3.2 s per partition alone
+(4 s, or 10 s under contention, in its pipeline), research/cuzk.md §3.
+"""
+from __future__ import annotations
+
+import argparse
+import time
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from bench.common import argv_command, emit, environment, peak_memory_bytes, time_fn
+from circuits.cs import CSR, R1CS
+from jaxprove import pce
+from ops import spmv
+from ops.field import Fr
+
+POREP_ROWS = 130_278_869 + 328
+POREP_INPUTS = 328
+POREP_AUX = 130_169_893
+ANCHOR = "cuzk CPU SpMV 3.2 s/partition alone, 4-10 s in the pipeline (PoRep 32G, 722M nnz)"
+
+
+def synthetic(rows: int, inputs: int, aux: int, density, general: float, cols: str,
+              seed: int) -> R1CS:
+    """A random R1CS of the given shape (module docstring); numpy, vectorised."""
+    rng = np.random.default_rng(seed)
+    m, n = rows - inputs, inputs + aux
+    coeffs = (1, Fr.p - 1) + tuple(int.from_bytes(rng.bytes(32), "little") % Fr.p
+                                   for _ in range(62))
+    mats = []
+    for i, d in enumerate(density):
+        lens = rng.poisson(d, m)
+        nnz = int(lens.sum())
+        if cols == "random":
+            c = rng.integers(0, n, nnz)
+        else:
+            row = np.repeat(np.arange(m, dtype=np.int64), lens)
+            c = (row * n // max(m, 1) + rng.integers(-64, 64, nnz)) % n
+        u = rng.random(nnz)
+        ids = np.where(u < general, rng.integers(2, len(coeffs), nnz),
+                       np.where(u < general + 0.2 * (1 - general), 1, 0)).astype(np.int32)
+        del u
+        tail = np.ones(inputs, np.int64) if i == 0 else np.zeros(inputs, np.int64)
+        indptr = np.concatenate([[0], np.cumsum(np.concatenate([lens, tail]))])
+        if i == 0:
+            c = np.concatenate([c, np.arange(inputs)])
+            ids = np.concatenate([ids, np.zeros(inputs, np.int32)])
+        mats.append(CSR(indptr, c.astype(np.int64), ids))
+    return R1CS(f"synthetic-{rows}-{cols}-{seed}", inputs, aux, m, *mats, coeffs,
+                np.zeros(n, bool))
+
+
+def traffic_bytes(m: pce.Matrices, batch: int) -> int:
+    """Minimum-traffic model of one evaluation (module docstring)."""
+    total = 2 * 32 * batch * m.num_vars                          # witness transpose
+    for x in (m.a, m.b, m.c):
+        total += x.cols.nbytes + x.seg.nbytes + x.gen_cols.nbytes + x.gen_seg.nbytes \
+            + x.gen_coeff.nbytes
+        total += 32 * batch * x.nnz + 32 * batch * x.rows
+    return total
+
+
+def check_rows(r1cs: R1CS, w, outs, samples: int, seed: int) -> bool:
+    """Recompute ``samples`` random rows of each matrix (every instance) with
+    Python ints from the R1CS's CSR lists and the witness."""
+    rng = np.random.default_rng(seed)
+    rows = r1cs.num_constraints + r1cs.num_inputs
+    for mat, out in zip((r1cs.a, r1cs.b, r1cs.c), outs):
+        sel = np.unique(rng.integers(0, rows, samples))
+        got = np.asarray(Fr.to_int(np.asarray(out[:, :, sel])))       # (B, k)
+        for j, r in enumerate(sel):
+            lo, hi = mat.indptr[r], mat.indptr[r + 1]
+            cols = mat.cols[lo:hi]
+            vals = np.asarray(Fr.to_int(np.asarray(w[:, :, cols]))).reshape(w.shape[1], -1)
+            for b in range(w.shape[1]):
+                want = sum(r1cs.coeffs[k] * int(v) for k, v in zip(mat.coeff_ids[lo:hi], vals[b]))
+                if int(got[b, j]) != want % Fr.p:
+                    return False
+    return True
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--rows", type=int, default=POREP_ROWS, help="rows (constraints + inputs)")
+    ap.add_argument("--inputs", type=int, default=POREP_INPUTS)
+    ap.add_argument("--aux", type=int, default=None, help="default: PoRep's aux:rows ratio")
+    ap.add_argument("--density", default="2.4,1.0,2.2", help="nonzeros per row of A,B,C")
+    ap.add_argument("--general", type=float, default=0.1,
+                    help="fraction of entries with a coefficient other than ±1")
+    ap.add_argument("--cols", choices=("random", "local"), default="random")
+    ap.add_argument("--batch", type=int, default=1, help="witnesses evaluated at once")
+    ap.add_argument("--target", type=int, default=spmv.TARGET_ENTRIES, help="entries per chunk")
+    ap.add_argument("--reps", type=int, default=5)
+    ap.add_argument("--samples", type=int, default=32, help="rows per matrix checked (0: none)")
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--out")
+    a = ap.parse_args()
+    inputs = max(1, min(a.inputs, a.rows // 4))
+    aux = a.aux if a.aux is not None else max(1, round(a.rows * POREP_AUX / POREP_ROWS))
+    density = tuple(float(x) for x in a.density.split(","))
+    env = environment()
+
+    t = time.time()
+    r1cs = synthetic(a.rows, inputs, aux, density, a.general, a.cols, a.seed)
+    gen_s = time.time() - t
+    t = time.time()
+    m = pce.extract(r1cs, target=a.target)
+    jax.block_until_ready(m)
+    extract_s = time.time() - t
+
+    key = jax.random.key(a.seed)
+    w = Fr.random(key, (a.batch, m.num_vars))
+    w = w.at[:, :, 0].set(Fr.ones((a.batch,)))
+    jax.block_until_ready(w)
+    t = time.time()
+    comp = pce.evaluate.lower(m, w).compile()
+    compile_s = time.time() - t
+    outs = comp(m, w)
+    checked = check_rows(r1cs, w, outs, a.samples, a.seed) if a.samples else None
+    del outs
+    r = time_fn(comp, (m, w), reps=a.reps)
+    nnz = sum(m.nnz)
+    rec = {"case": "pce.evaluate", "rows": m.rows, "num_vars": m.num_vars, "nnz": list(m.nnz),
+           "batch": a.batch, "general": a.general, "cols": a.cols, "density": list(density),
+           "chunks": [x.chunks for x in (m.a, m.b, m.c)],
+           "slots": [[x.slots, x.gen_slots, x.block_rows] for x in (m.a, m.b, m.c)],
+           "synthesis_s": round(gen_s, 2), "extract_s": round(extract_s, 2),
+           "compile_s": round(compile_s, 2), **r,
+           "nnz_per_s": nnz * a.batch / r["median_s"],
+           "model_gb_per_s": traffic_bytes(m, a.batch) / r["median_s"] / 1e9,
+           "peak_bytes": peak_memory_bytes(), "correct_vs_python": checked,
+           "command": argv_command(), **env, "anchor": ANCHOR}
+    emit(rec, a.out)
+
+
+if __name__ == "__main__":
+    main()

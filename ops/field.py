@@ -181,6 +181,8 @@ class FpArith:
 
     def scalar_bit(self, k, pos):
         """Per lane: bit ``pos`` of the integer held in raw limb rows k."""
+        if isinstance(pos, int):                     # a constant position: no select chain
+            return ((k[pos // 32] >> u32(pos % 32)) & u32(1)) != 0
         word = k[0]
         for w in range(1, len(k)):
             word = jnp.where(pos >= 32 * w, k[w], word)

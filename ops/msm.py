@@ -1,0 +1,442 @@
+"""Variable-base multi-scalar multiplication Σ_i s_i·P_i on G1 and G2.
+
+Pippenger's bucket method with signed digits, in four array stages, all on
+the device with no host round trip:
+
+1. **digits**: each scalar (canonical, < r < 2^255) is cut into W = ⌈256/c⌉
+   windows of c bits and recoded to signed digits d ∈ [−2^(c−1)+1, 2^(c−1)]
+   (a window above 2^(c−1) becomes d − 2^c and carries 1 up), so only
+   B = 2^(c−1) buckets per window are needed (−P costs a negated y).
+2. **sort**: every (window, digit) pair becomes a key ``(g·W + w)·B + |d| − 1``
+   (g indexes the scalar vectors of a batched MSM; zero digits get the
+   sentinel key NB = G·W·B) with the payload ``point index | sign << 31``,
+   and XLA sorts the T = G·W·N pairs, so each bucket's points are contiguous.
+3. **bucket accumulation** (``_accumulate``): a *segmented sum* of the sorted
+   sequence in fixed-size chunks.  L lanes each walk K = ⌈n/L⌉ consecutive
+   entries with one mixed-addition kernel per step (restart at a key change,
+   negate for a negative digit); a bucket that begins and ends inside a lane
+   is written to the bucket array, the (at most two) partial sums a lane
+   holds at its ends are written to a parts array, and the parts, again
+   sorted by key, are reduced the same way (projective additions, few
+   lanes) until none is left.  K is a traced count of the non-sentinel
+   entries, so zero digits cost nothing: scalars that are 0 or 1 (bit
+   witnesses) produce one entry or none, and a mostly-0/1 scalar vector is
+   summed at the price of its 1-positions plus a full Pippenger of the rest,
+   with no separate code path ("batch addition" falls out of the sort).
+   The kernel shapes are fixed by the configuration (L lanes, S lanes), not by
+   N, so every MSM size reuses the same compiled kernels.
+4. **bucket reduction**: per window Σ_b b·B_b by running sums in ng groups of
+   g buckets (R += B_t, S += R from the top), then the window/group terms
+   S_grp and R_grp are weighted by 2^(c·w) and 2^(c·w)·grp·g with a per-lane
+   double-and-add and summed per scalar vector by the same segmented sum.
+
+Bounded memory: ``msm(..., config=MSMConfig(budget_bytes=...))`` processes the
+bases in chunks of a power-of-two size chosen so that one chunk's working set
+fits the budget (bases may live in host memory and are streamed), adding the
+chunks' bucket arrays; the result is identical to the unchunked MSM.
+
+Arrays: bases affine ``(2, *fp, N)`` (the identity as (0, 0)); scalars Fr
+``(8, *batch, N)`` in Montgomery form (every Fr array is reduced mod r, so
+scalars are taken mod r by construction; ``Fr.from_int`` rejects integers
+outside [0, r)); result projective ``(3, *fp, *batch)``.
+"""
+from __future__ import annotations
+
+import dataclasses
+import functools
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
+
+from ops.curve import Curve
+from ops.field import Fr
+
+SCALAR_BITS = 256            # windows cover 256 bits, so a signed top digit never carries out
+_NEG, _RESTART = 1, 2        # step flags
+
+
+@dataclasses.dataclass(frozen=True)
+class MSMConfig:
+    """Static MSM settings.
+
+    window: bits per window c (None: chosen from N by ``choose_window``);
+    lanes: L, lanes of the bucket-accumulation kernel (the main cost: one
+    mixed addition per lane per step); small_lanes: S, lanes of the partial
+    reduction and bucket-reduction kernels; min_steps: the least entries per
+    lane in the partial reduction (how fast it converges);
+    budget_bytes: device-memory budget of one MSM call (None: no chunking)."""
+    window: int | None = None
+    lanes: int = 1 << 19
+    small_lanes: int = 1 << 12
+    min_steps: int = 64
+    budget_bytes: int | None = None
+
+
+GPU_CONFIG = MSMConfig()
+CPU_CONFIG = MSMConfig(lanes=1 << 8, small_lanes=1 << 5, min_steps=8)
+
+
+def default_config() -> MSMConfig:
+    return GPU_CONFIG if jax.default_backend() == "gpu" else CPU_CONFIG
+
+
+def num_windows(c: int) -> int:
+    return -(-SCALAR_BITS // c)
+
+
+def choose_window(n: int) -> int:
+    """c minimising the additions n·W (accumulation) + 2·W·2^(c−1) (running
+    sums) + a latency term for the sequential running-sum steps, c ≤ 16."""
+    best = None
+    for c in range(2, 17):
+        w = num_windows(c)
+        cost = n * w + 2 * w * (1 << (c - 1)) + 4096 * 2 * (1 << (c - 1)) // 256
+        if best is None or cost < best[0]:
+            best = (cost, c)
+    return best[1]
+
+
+# ------------------------------------------------------------------ digits and keys
+def signed_digits(k: jnp.ndarray, c: int) -> jnp.ndarray:
+    """Canonical scalars ``(8, *shape)`` uint32 limbs (< 2^255) -> signed
+    c-bit digits ``(W, *shape)`` int32 with Σ_w d_w 2^(c·w) = k and
+    d_w ∈ [−2^(c−1)+1, 2^(c−1)]."""
+    W = num_windows(c)
+    mask = jnp.uint32((1 << c) - 1)
+    raw = []
+    for w in range(W):
+        pos = w * c
+        lo, sh = divmod(pos, 32)
+        v = k[lo] >> jnp.uint32(sh)
+        if sh + c > 32 and lo + 1 < k.shape[0]:
+            v = v | (k[lo + 1] << jnp.uint32(32 - sh))
+        raw.append((v & mask).astype(jnp.int32))
+    raw = jnp.stack(raw)
+    half, full = 1 << (c - 1), 1 << c
+
+    def carry_step(carry, v):
+        t = v + carry
+        up = t > half
+        return up.astype(jnp.int32), jnp.where(up, t - full, t)
+
+    _, d = lax.scan(carry_step, jnp.zeros(k.shape[1:], jnp.int32), raw)
+    return d
+
+
+def bucket_keys(digits: jnp.ndarray, B: int):
+    """Signed digits ``(G, W, N)`` -> (keys, payload), both ``(G·W·N,)``:
+    key = (g·W + w)·B + |d| − 1 for d ≠ 0 and the sentinel G·W·B for d = 0;
+    payload = i | (d < 0) << 31 with i the point index."""
+    G, W, N = digits.shape
+    gw = jnp.arange(G * W, dtype=jnp.int32).reshape(G, W, 1)
+    mag = jnp.abs(digits)
+    keys = jnp.where(mag == 0, G * W * B, gw * B + mag - 1)
+    idx = jnp.broadcast_to(jnp.arange(N, dtype=jnp.uint32), digits.shape)
+    payload = idx | jnp.where(digits < 0, jnp.uint32(1 << 31), jnp.uint32(0))
+    return keys.reshape(-1), payload.reshape(-1)
+
+
+# ------------------------------------------------------------------ step kernels
+def _prep(C, ar, acc, Q, flags, negate: bool):
+    """(restart ? O : acc, negate-bit ? −Q : Q) inside a formula."""
+    F = C.F
+    rst = ar.scalar_bit(flags, 1)
+    ident = C.identity(F.like(acc[0]))
+    acc = tuple(F.select(rst, i, a) for i, a in zip(ident, acc))
+    if negate:
+        neg = ar.scalar_bit(flags, 0)
+        Q = (Q[0], F.select(neg, F.neg(Q[1]), Q[1])) + tuple(Q[2:])
+    return acc, Q
+
+
+@functools.lru_cache(maxsize=None)
+def _step_fn(curve: Curve, affine: bool):
+    """acc' = (restart ? O : acc) + (±Q): Q affine (mixed addition, sign bit
+    honoured) or projective; flags ``(1, *batch)`` uint32.  One kernel, or
+    two (products, tail) for a split curve."""
+    kind = "A" if affine else "P"
+
+    def prep(ar, acc, Q, fl):
+        C = curve.lift(ar)
+        return C, _prep(C, ar, acc, Q, fl, affine)
+
+    if not curve.split:
+        def whole(ar, acc, Q, fl):
+            C, (a, q) = prep(ar, acc, Q, fl)
+            return C.madd(a, q) if affine else C.add(a, q)
+        return curve._ew(whole, ["P", kind, (1,)], "P", f"msm_step_{kind}")
+
+    def products(ar, acc, Q, fl):
+        C, (a, q) = prep(ar, acc, Q, fl)
+        return C.madd_products(a, q) if affine else C.add_products(a, q)
+
+    def tail(ar, T, acc, Q, fl):
+        C, (a, q) = prep(ar, acc, Q, fl)
+        return C.madd_tail(T, a, q) if affine else C.tail(T)
+
+    k1 = curve._ew(products, ["P", kind, (1,)], "T", f"msm_prod_{kind}")
+    k2 = curve._ew(tail, ["T", "P", kind, (1,)], "P", f"msm_tail_{kind}")
+    return lambda acc, Q, fl: k2(k1(acc, Q, fl), acc, Q, fl)
+
+
+# ------------------------------------------------------------------ segmented sum
+def _accumulate(curve: Curve, keys, n_valid, fetch, step, lanes: int, min_steps: int,
+                buckets):
+    """One level of the segmented sum of a sorted sequence.
+
+    keys: ``(n,)`` int32 ascending, the sentinel ``nb = buckets.shape[-1]``
+    (and larger) for entries to skip, sorted last; n_valid: traced count of
+    keys < nb; fetch(e, ok) -> (values at entry indices e ``(lanes,)``,
+    extra flags); step(acc, Q, flags) -> acc'.  Lane l walks entries
+    [l·K, l·K + K), K = max(⌈n_valid/lanes⌉, min_steps).
+    Returns (buckets with the sums of buckets lying inside one lane written,
+    part_keys ``(2·lanes,)``, part_vals ``(3, *fp, 2·lanes)``): the partial sums
+    at lane ends, invalid slots carrying the identity and the key of the next
+    valid slot (or the sentinel), so part_keys stays sorted."""
+    n = keys.shape[0]
+    nb = buckets.shape[-1]
+    L = lanes
+    K = jnp.maximum((n_valid + L - 1) // L, min_steps).astype(jnp.int32)
+    lane = jnp.arange(L, dtype=jnp.int32)
+
+    def key_at(e):
+        return jnp.where((e >= 0) & (e < n), keys[jnp.clip(e, 0, n - 1)], jnp.int32(nb))
+
+    start = lane * K
+    first, last = key_at(start), key_at(start + K - 1)
+    head_cont = (first == key_at(start - 1)) & (start > 0) & (first < nb)
+    cont_next = (last == key_at(start + K)) & (last < nb)
+    drop = nb + 2 * L
+    target = jnp.concatenate([buckets, curve.identity((2 * L,))], axis=-1)
+    acc0 = curve.identity((L,))
+
+    def body(j, carry):
+        acc, target, kprev = carry
+        e = start + j
+        kcur, knext = key_at(e), key_at(e + 1)
+        Q, extra = fetch(e, kcur < nb)
+        restart = (j == 0) | (kcur != kprev)
+        flags = (extra | jnp.where(restart, jnp.uint32(_RESTART), jnp.uint32(0)))[None]
+        acc = step(acc, Q, flags)
+        end = (kcur != knext) | (j == K - 1)
+        in_head = head_cont & (kcur == first)
+        in_tail = cont_next & (kcur == last)
+        idx = jnp.where(end & ~in_head & ~in_tail & (kcur >= 0) & (kcur < nb), kcur, drop)
+        idx = jnp.where(end & in_head, nb + 2 * lane, idx)
+        idx = jnp.where(end & in_tail & ~in_head, nb + 2 * lane + 1, idx)
+        target = target.at[..., idx].set(acc, mode="drop")
+        return acc, target, kcur
+
+    _, target, _ = lax.fori_loop(0, K, body, (acc0, target, jnp.full((L,), -1, jnp.int32)))
+    tail_valid = cont_next & ~(head_cont & (last == first))
+    pk = jnp.stack([jnp.where(head_cont, first, nb), jnp.where(tail_valid, last, nb)], 1).reshape(-1)
+    pk = lax.cummin(pk, axis=0, reverse=True)
+    return target[..., :nb], pk, target[..., nb:]
+
+
+def _reduce_parts(curve: Curve, keys, vals, buckets, cfg: MSMConfig):
+    """Sum every run of equal keys of a sorted (keys, projective vals) list
+    into ``buckets`` (keys ≥ nb skipped): levels of ``_accumulate`` with S
+    lanes until no partial sum is left."""
+    nb = buckets.shape[-1]
+    S = cfg.small_lanes
+    step = _step_fn(curve, affine=False)
+
+    def level(keys, vals, buckets):
+        def fetch(e, ok):
+            e = jnp.clip(e, 0, keys.shape[0] - 1)
+            return jnp.take(vals, e, axis=-1), jnp.uint32(0)
+        n_valid = jnp.sum(keys < nb).astype(jnp.int32)
+        return _accumulate(curve, keys, n_valid, fetch, step, S, cfg.min_steps, buckets)
+
+    buckets, keys, vals = level(keys, vals, buckets)
+
+    def cond(c):
+        return jnp.any(c[0] < nb)
+
+    def body(c):
+        k, v, b = c
+        b, k, v = level(k, v, b)
+        return k, v, b
+
+    _, _, buckets = lax.while_loop(cond, body, (keys, vals, buckets))
+    return buckets
+
+
+def bucket_sums(curve: Curve, bases_pm, keys, payload, nb: int, cfg: MSMConfig):
+    """Sum the bases of each bucket: keys/payload from ``bucket_keys`` (any
+    order), bases point-major ``(N, 2·F)`` uint32 (``point_major``).
+    Returns buckets ``(3, *fp, nb)`` (the identity where empty)."""
+    keys, payload = lax.sort((keys, payload), num_keys=1)
+    n_valid = jnp.sum(keys < nb).astype(jnp.int32)
+    aff = curve.aff
+
+    def fetch(e, ok):
+        p = payload[jnp.clip(e, 0, payload.shape[0] - 1)]
+        i = (p & jnp.uint32(0x7FFFFFFF)).astype(jnp.int32)
+        pts = jnp.take(bases_pm, i, axis=0)                        # (L, rows): one row per point
+        pts = jnp.where(ok[:, None], pts, jnp.uint32(0))          # skipped entries add O
+        pts = pts.T.reshape(aff + (i.shape[0],))
+        return pts, jnp.where(ok, p >> jnp.uint32(31), jnp.uint32(0))
+
+    buckets = curve.identity((nb,))
+    step = _step_fn(curve, affine=True)
+    buckets, pk, pv = _accumulate(curve, keys, n_valid, fetch, step, cfg.lanes, 1, buckets)
+    return _reduce_parts(curve, pk, pv, buckets, cfg)
+
+
+def reduce_buckets(curve: Curve, buckets, G: int, c: int, cfg: MSMConfig):
+    """Σ_w 2^(c·w) Σ_b b·bucket[g, w, b−1] for each of the G scalar vectors:
+    buckets ``(3, *fp, G·W·B)`` -> ``(3, *fp, G)``."""
+    W, B = num_windows(c), 1 << (c - 1)
+    S = cfg.small_lanes
+    ng = 1
+    while ng * 2 <= B and G * W * ng * 2 <= S:
+        ng *= 2
+    g = B // ng
+    lanes = G * W * ng
+    pre = curve.proj
+    x = buckets.reshape(pre + (lanes, g))
+    add = _step_fn(curve, affine=False)
+    zero = jnp.zeros((1, lanes), jnp.uint32)
+
+    def running(t, RS):
+        R, Sm = RS
+        R = add(R, x[..., g - 1 - t], zero)
+        return R, add(Sm, R, zero)
+
+    R, Sm = lax.fori_loop(0, g, running, (curve.identity((lanes,)), curve.identity((lanes,))))
+    # weights: S_grp · 2^(c·w) and R_grp · 2^(c·w)·grp·g, as integers
+    w_s, w_r = [], []
+    for gi in range(G):
+        for w in range(W):
+            for grp in range(ng):
+                w_s.append(1 << (c * w))
+                w_r.append((1 << (c * w)) * grp * g)
+    wints = w_s + w_r
+    nbits = max(max(wints).bit_length(), 1)
+    nk = -(-nbits // 32)
+    limbs = np.array([[(v >> (32 * i)) & 0xFFFFFFFF for v in wints] for i in range(nk)], np.uint32)
+    terms = jnp.concatenate([Sm, R], axis=-1)
+    terms = curve.scalar_mul_int(terms, jnp.asarray(limbs), nbits)
+    gkey = np.tile(np.repeat(np.arange(G, dtype=np.int32), W * ng), 2)
+    order = np.argsort(gkey, kind="stable")
+    keys = jnp.asarray(gkey[order])
+    terms = jnp.take(terms, jnp.asarray(order), axis=-1)
+    return _reduce_parts(curve, keys, terms, curve.identity((G,)), cfg)
+
+
+# ------------------------------------------------------------------ public API
+def point_major(curve: Curve, bases) -> jnp.ndarray:
+    """Affine bases ``(2, *fp, N)`` -> ``(N, 2·F)`` (one row per point, so the
+    accumulation's random gathers read whole points)."""
+    bases = jnp.asarray(bases)
+    n = bases.shape[-1]
+    return bases.reshape(-1, n).T
+
+
+def _msm_core(curve: Curve, bases_pm, k, c: int, cfg: MSMConfig):
+    """Buckets ``(3, *fp, G·W·B)`` of one chunk: bases point-major
+    ``(N, rows)``, canonical scalars ``(8, G, N)``."""
+    G = k.shape[1]
+    W, B = num_windows(c), 1 << (c - 1)
+    digits = signed_digits(k, c).transpose(1, 0, 2)                # (G, W, N)
+    keys, payload = bucket_keys(digits, B)
+    return bucket_sums(curve, bases_pm, keys, payload, G * W * B, cfg)
+
+
+@functools.partial(jax.jit, static_argnums=(0, 3, 4))
+def _msm_jit(curve, bases, scalars, c, cfg):
+    k = Fr.from_montgomery(scalars)
+    buckets = _msm_core(curve, point_major(curve, bases), k, c, cfg)
+    return reduce_buckets(curve, buckets, k.shape[1], c, cfg)
+
+
+@functools.partial(jax.jit, static_argnums=(0, 3, 4))
+def _chunk_jit(curve, bases, scalars, c, cfg, buckets):
+    k = Fr.from_montgomery(scalars)
+    return curve.add(buckets, _msm_core(curve, point_major(curve, bases), k, c, cfg))
+
+
+@functools.partial(jax.jit, static_argnums=(0, 2, 3, 4))
+def _reduce_jit(curve, buckets, G, c, cfg):
+    return reduce_buckets(curve, buckets, G, c, cfg)
+
+
+def working_set_bytes(curve: Curve, n: int, G: int, c: int, cfg: MSMConfig) -> int:
+    """Estimated peak device bytes of one chunk of n points (bases, scalars,
+    digits, sort buffers, bucket and lane arrays)."""
+    W, B = num_windows(c), 1 << (c - 1)
+    F = 4 * math.prod(curve.fp)
+    T = G * W * n
+    return (n * 2 * F * 2            # bases, and their point-major copy
+            + G * n * 32 * 2         # scalars, canonical copy
+            + T * 4 * 2              # digits, keys (int32)
+            + T * 8 * 3              # sort in/out/scratch (key + payload)
+            + (G * W * B + 2 * cfg.lanes) * 3 * F * 2   # buckets + parts target, twice
+            + cfg.lanes * (3 * F + 2 * F) * 4)          # acc, gathered points, temporaries
+
+
+def _check(curve: Curve, bases, scalars):
+    if bases.ndim != len(curve.aff) + 1 or tuple(bases.shape[:-1]) != curve.aff:
+        raise ValueError(f"msm: bases must be affine {curve.name} points of shape "
+                         f"{curve.aff + ('N',)}, got {tuple(bases.shape)}")
+    if scalars.ndim < 2 or scalars.shape[0] != 8:
+        raise ValueError(f"msm: scalars must be Fr elements of shape (8, *batch, N), "
+                         f"got {tuple(scalars.shape)}")
+    if scalars.shape[-1] != bases.shape[-1]:
+        raise ValueError(f"msm: {scalars.shape[-1]} scalars for {bases.shape[-1]} bases")
+    if bases.dtype != np.uint32 or scalars.dtype != np.uint32:
+        raise TypeError("msm: bases and scalars must be uint32 limb arrays")
+
+
+def msm(curve: Curve, bases, scalars, config: MSMConfig | None = None):
+    """Σ_i s_i·P_i for every scalar vector: bases affine ``(2, *fp, N)``
+    (device or host array), scalars Fr ``(8, *batch, N)`` -> projective
+    ``(3, *fp, *batch)``.  With ``config.budget_bytes`` the bases are
+    processed in power-of-two chunks whose working set fits the budget."""
+    cfg = config or default_config()
+    _check(curve, bases, scalars)
+    n = bases.shape[-1]
+    batch = scalars.shape[1:-1]
+    G = math.prod(batch)
+    c = cfg.window or choose_window(n)
+    if not 1 <= c <= 16:
+        raise ValueError(f"msm: window must be in [1, 16], got {c}")
+    s = jnp.asarray(scalars).reshape(8, G, n)
+    if cfg.budget_bytes is None or working_set_bytes(curve, n, G, c, cfg) <= cfg.budget_bytes:
+        out = _msm_jit(curve, jnp.asarray(bases), s, c, cfg)
+        return out.reshape(curve.proj + batch)
+    chunk = 1 << max(0, (n - 1).bit_length())
+    while chunk > 1 and working_set_bytes(curve, chunk, G, c, cfg) > cfg.budget_bytes:
+        chunk //= 2
+    if working_set_bytes(curve, chunk, G, c, cfg) > cfg.budget_bytes:
+        raise ValueError(f"msm: budget of {cfg.budget_bytes} bytes is below the fixed working set "
+                         f"({working_set_bytes(curve, 1, G, c, cfg)} bytes); lower lanes/window")
+    buckets = curve.identity((G * num_windows(c) << (c - 1),))
+    for lo in range(0, n, chunk):
+        hi = min(n, lo + chunk)
+        b = bases[..., lo:hi]
+        sc = s[..., lo:hi]
+        if hi - lo < chunk:      # pad the last chunk: (0, 0) bases, zero scalars (skipped)
+            pad = [(0, 0)] * (b.ndim - 1) + [(0, chunk - (hi - lo))]
+            b = np.pad(b, pad) if isinstance(b, np.ndarray) else jnp.pad(b, pad)
+            sc = jnp.pad(sc, ((0, 0), (0, 0), (0, chunk - (hi - lo))))
+        buckets = _chunk_jit(curve, jnp.asarray(b), sc, c, cfg, buckets)
+    return _reduce_jit(curve, buckets, G, c, cfg).reshape(curve.proj + batch)
+
+
+@functools.partial(jax.jit, static_argnums=0)
+def msm_reference(curve: Curve, bases, scalars):
+    """The plain definition, for tests: s_i·P_i per element by double-and-add
+    (``Curve.scalar_mul``), summed one by one.  bases ``(2, *fp, N)``,
+    scalars ``(8, N)`` -> ``(3, *fp)``."""
+    terms = curve.scalar_mul(curve.from_affine(bases), scalars)
+
+    def body(i, acc):
+        return curve.add(acc, lax.dynamic_slice_in_dim(terms, i, 1, axis=-1))
+
+    return lax.fori_loop(0, terms.shape[-1], body, curve.identity((1,)))[..., 0]

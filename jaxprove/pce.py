@@ -45,6 +45,7 @@ import shutil
 import jax
 import jax.numpy as jnp
 import numpy as np
+import orbax.checkpoint as ocp
 
 from ops import spmv
 from ops.field import Fr
@@ -292,14 +293,12 @@ def _checksum(x) -> str:
 
 
 def _write_arrays(path: str, arrays: dict):
-    import orbax.checkpoint as ocp
     with ocp.StandardCheckpointer() as ck:
         ck.save(os.path.abspath(path), arrays)
         ck.wait_until_finished()
 
 
 def _read_arrays(path: str, abstract: dict) -> dict:
-    import orbax.checkpoint as ocp
     with ocp.StandardCheckpointer() as ck:
         return ck.restore(os.path.abspath(path), abstract)
 
@@ -377,9 +376,15 @@ def load(directory: str, key: str, device=None) -> Matrices | None:
 
 def get_or_extract(r1cs_fn, key: str, directory: str, **block_args) -> Matrices:
     """The cached Matrices for ``key``, or (no usable entry) ``extract(r1cs_fn())``,
-    saved under ``key`` (replacing an unusable entry) and returned."""
+    saved under ``key`` (replacing an unusable entry) and returned.  A failed
+    save (disk full, a concurrent writer) is logged; the matrices are still
+    returned.  ``key``: ``cache_key(name)`` or, where the sizes are known
+    before recording, ``cache_key(name, shapes)``."""
     m = load(directory, key)
     if m is None:
         m = extract(r1cs_fn(), **block_args)
-        save(m, directory, key)
+        try:
+            save(m, directory, key)
+        except OSError as e:
+            log.warning("pce: could not store %s in %s (%s)", key, directory, e)
     return m

@@ -286,6 +286,10 @@ def test_recorded_circuit_and_its_witness():
     want = [cs.is_satisfied(r1cs, np.asarray(bad[:, i])) for i in range(3)]
     assert [r[0] for r in want] == [True, True, False]
     assert int(first[2]) == want[2][1] == 1
+    a, b, c = pce.evaluate(m, w[:, 0])                     # one instance, no batch axes
+    assert a.shape == (8, m.rows)
+    assert [Fr.to_int(x).tolist() for x in (a, b, c)] == [r[0] for r in reference(r1cs, [
+        Fr.to_int(np.asarray(w[:, 0])).tolist()])]
     assert np.asarray(m.bit_vars).sum() == NBITS
 
 

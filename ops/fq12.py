@@ -1,0 +1,495 @@
+"""Fq6 and Fq12: the rest of the BLS12-381 tower, where pairings take values.
+
+    Fq2  = Fq[u]/(u² + 1)                 (ops.tower)
+    Fq6  = Fq2[v]/(v³ − ξ),  ξ = 1 + u
+    Fq12 = Fq6[w]/(w² − v)                (so w⁶ = ξ)
+
+the tower of py_ecc's optimized code, blst, arkworks and zkcrypto.  An Fq6
+element is c0 + c1·v + c2·v² (three Fq2 values), an Fq12 element c0 + c1·w
+(two Fq6 values); in the basis 1, w, …, w⁵ over Fq2 the coefficient of
+w^(2i+j) is c_j.c_i.
+
+Formula layer: ``Fp6Arith`` (values are triples of Fq2 values) and
+``Fp12Arith`` (pairs of Fq6 values).  Math:
+
+* Fq6 mul: Karatsuba, 6 Fq2 products; square: Chung–Hasan SQR2 (2M + 3S);
+  inverse: t0 = a0² − ξa1a2, t1 = ξa2² − a0a1, t2 = a1² − a0a2,
+  N = a0t0 + ξ(a2t1 + a1t2) ∈ Fq2, a⁻¹ = (t0, t1, t2)/N.
+* Fq12 mul: Karatsuba over Fq6 (3 Fq6 = 54 Fq products); square: complex
+  method (2 Fq6 products); inverse (a0 − a1w)/(a0² − v·a1²); conjugate
+  a0 − a1w = a^(p⁶), the inverse on the cyclotomic subgroup.
+* Frobenius a ↦ a^(p^k): each Fq2 coefficient is conjugated k times and the
+  basis elements pick up constants v^(p^k) = ξ^((p^k−1)/3)·v,
+  w^(p^k) = ξ^((p^k−1)/6)·w, computed here from p (``frobenius_coeffs``).
+* Sparse products with line values: ``mul_by_01`` (Fq6 by b0 + b1v),
+  ``mul_by_1`` (Fq6 by b1v) and ``mul_by_014`` (Fq12 by c0 + c1·v + c4·vw,
+  the shape of an M-twist line, 13 Fq2 products).
+* Cyclotomic square (Granger–Scott 2010): for a with a^(p⁶+1) = 1 (after the
+  easy part of the final exponentiation), viewing Fq12 as Fq4³ with
+  Fq4 = Fq2[y]/(y² − ξ), y = w³; 6 Fq2 products.
+
+Array API: ``Fq6`` and ``Fq12`` (``TowerField``), arrays of shape
+``(3, 2, 12, *batch)`` and ``(2, 3, 2, 12, *batch)`` uint32 (coefficient axes
+first, then the Montgomery limbs); host values are nested coefficient tuples
+((c0, c1) pairs of ints for each Fq2 coefficient).
+"""
+from __future__ import annotations
+
+import dataclasses
+import functools
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from ops.elementwise import DEFAULT, KernelConfig
+from ops.field import FieldOps, FpArith, Fq as _Fq, PrimeField, pow_by_constant
+from ops.tower import Fp2Arith
+
+XI = (1, 1)                      # ξ = 1 + u, the cubic and sextic non-residue of Fq2
+
+
+# ---------------------------------------------------------------- host Fq2 (constants)
+def _f2mul(a, b, p):
+    return ((a[0] * b[0] - a[1] * b[1]) % p, (a[0] * b[1] + a[1] * b[0]) % p)
+
+
+def _f2pow(a, e: int, p):
+    r = (1, 0)
+    for bit in bin(e)[2:]:
+        r = _f2mul(r, r, p)
+        if bit == "1":
+            r = _f2mul(r, a, p)
+    return r
+
+
+@functools.lru_cache(maxsize=None)
+def frobenius_coeffs(p: int, k: int) -> tuple:
+    """(γ_v, γ_v², γ_w) ∈ Fq2 for a ↦ a^(p^k): v^(p^k) = γ_v·v,
+    (v²)^(p^k) = γ_v²·v², w^(p^k) = γ_w·w, i.e. ξ^((p^k−1)/3),
+    ξ^(2(p^k−1)/3), ξ^((p^k−1)/6) (p ≡ 1 mod 6, so the exponents are integers)."""
+    if p % 6 != 1:
+        raise ValueError("the Fq6/Fq12 tower needs p ≡ 1 mod 6")
+    q = pow(p, k) - 1
+    return (_f2pow(XI, q // 3, p), _f2pow(XI, 2 * q // 3, p), _f2pow(XI, q // 6, p))
+
+
+def _mul_fp2_const(F2: Fp2Arith, a, c):
+    """a · c for a constant c = (c0, c1) ∈ Fq2, with the cheap cases
+    c = 1, c ∈ Fq and c ∈ Fq·u."""
+    p = F2.p
+    c = (c[0] % p, c[1] % p)
+    if c == (1, 0):
+        return a
+    F = F2.base
+    like = F2.like(a)
+    if c[1] == 0:
+        return F2.mul_base(a, F.const(c[0], like))
+    if c[0] == 0:
+        return F2.mul_by_u(F2.mul_base(a, F.const(c[1], like)))
+    return F2.mul(a, F2.const(c, like))
+
+
+# ---------------------------------------------------------------- formula layer
+@dataclasses.dataclass(frozen=True)
+class Fp6Arith:
+    """Fq6 arithmetic on triples (c0, c1, c2) of Fq2 values."""
+    F2: Fp2Arith
+
+    @property
+    def p(self):
+        return self.F2.p
+
+    def const(self, c, like):
+        return tuple(self.F2.const(ci, like) for ci in c)
+
+    def zero(self, like):
+        return (self.F2.zero(like),) * 3
+
+    def one(self, like):
+        return (self.F2.one(like), self.F2.zero(like), self.F2.zero(like))
+
+    def add(self, a, b):
+        return tuple(self.F2.add(x, y) for x, y in zip(a, b))
+
+    def sub(self, a, b):
+        return tuple(self.F2.sub(x, y) for x, y in zip(a, b))
+
+    def neg(self, a):
+        return tuple(self.F2.neg(x) for x in a)
+
+    def dbl(self, a):
+        return self.add(a, a)
+
+    def mul_by_nonresidue(self, a):
+        """a · v = (ξa2, a0, a1)."""
+        return (self.F2.mul_by_nonresidue(a[2]), a[0], a[1])
+
+    def mul_fp2(self, a, s):
+        """a · s for s ∈ Fq2."""
+        return tuple(self.F2.mul(x, s) for x in a)
+
+    def mul(self, a, b):
+        """Karatsuba: 6 Fq2 products."""
+        F2 = self.F2
+        (a0, a1, a2), (b0, b1, b2) = a, b
+        v0, v1, v2, t0, t1, t2 = F2.muls([
+            (a0, b0), (a1, b1), (a2, b2), (F2.add(a1, a2), F2.add(b1, b2)),
+            (F2.add(a0, a1), F2.add(b0, b1)), (F2.add(a0, a2), F2.add(b0, b2))])
+        c0 = F2.add(v0, F2.mul_by_nonresidue(F2.sub(t0, F2.add(v1, v2))))
+        c1 = F2.add(F2.sub(t1, F2.add(v0, v1)), F2.mul_by_nonresidue(v2))
+        c2 = F2.add(F2.sub(t2, F2.add(v0, v2)), v1)
+        return (c0, c1, c2)
+
+    def sqr(self, a):
+        """Chung–Hasan SQR2: 2 products and 3 squares in Fq2."""
+        F2 = self.F2
+        a0, a1, a2 = a
+        s0 = F2.sqr(a0)
+        s1 = F2.dbl(F2.mul(a0, a1))
+        s2 = F2.sqr(F2.add(F2.sub(a0, a1), a2))
+        s3 = F2.dbl(F2.mul(a1, a2))
+        s4 = F2.sqr(a2)
+        c0 = F2.add(s0, F2.mul_by_nonresidue(s3))
+        c1 = F2.add(s1, F2.mul_by_nonresidue(s4))
+        c2 = F2.sub(F2.add(F2.add(s1, s2), s3), F2.add(s0, s4))
+        return (c0, c1, c2)
+
+    def mul_by_01(self, a, b0, b1):
+        """a · (b0 + b1·v): 5 Fq2 products."""
+        F2 = self.F2
+        a0, a1, a2 = a
+        aa, bb, t1, t2, t3 = F2.muls([(a0, b0), (a1, b1), (F2.add(a1, a2), b1),
+                                      (F2.add(a0, a1), F2.add(b0, b1)), (F2.add(a0, a2), b0)])
+        c0 = F2.add(F2.mul_by_nonresidue(F2.sub(t1, bb)), aa)
+        c1 = F2.sub(t2, F2.add(aa, bb))
+        c2 = F2.add(F2.sub(t3, aa), bb)
+        return (c0, c1, c2)
+
+    def mul_by_1(self, a, b1):
+        """a · (b1·v) = (ξa2b1, a0b1, a1b1)."""
+        F2 = self.F2
+        t0, t1, t2 = F2.muls([(a[2], b1), (a[0], b1), (a[1], b1)])
+        return (F2.mul_by_nonresidue(t0), t1, t2)
+
+    def inv(self, a):
+        """(t0, t1, t2)/N (see the module docstring); 0 -> 0."""
+        F2 = self.F2
+        a0, a1, a2 = a
+        s0, s1, s2, m01, m02, m12 = F2.muls([(a0, a0), (a1, a1), (a2, a2), (a0, a1), (a0, a2),
+                                             (a1, a2)])
+        t0 = F2.sub(s0, F2.mul_by_nonresidue(m12))
+        t1 = F2.sub(F2.mul_by_nonresidue(s2), m01)
+        t2 = F2.sub(s1, m02)
+        n0, n1, n2 = F2.muls([(a0, t0), (a2, t1), (a1, t2)])
+        ninv = F2.inv(F2.add(n0, F2.mul_by_nonresidue(F2.add(n1, n2))))
+        return tuple(F2.muls([(t0, ninv), (t1, ninv), (t2, ninv)]))
+
+    def frobenius(self, a, k: int):
+        """a^(p^k)."""
+        F2 = self.F2
+        gv, gv2, _ = frobenius_coeffs(self.p, k % 6)
+        c = [F2.conj(x) if k % 2 else x for x in a]
+        return (c[0], _mul_fp2_const(F2, c[1], gv), _mul_fp2_const(F2, c[2], gv2))
+
+    def is_zero(self, a):
+        return self.F2.is_zero(a[0]) & self.F2.is_zero(a[1]) & self.F2.is_zero(a[2])
+
+    def eq(self, a, b):
+        return self.F2.eq(a[0], b[0]) & self.F2.eq(a[1], b[1]) & self.F2.eq(a[2], b[2])
+
+    def select(self, c, a, b):
+        return tuple(self.F2.select(c, x, y) for x, y in zip(a, b))
+
+    # ---- control flow, delegated to the base arithmetic
+    def like(self, v):
+        return self.F2.like(v[0])
+
+    def loop(self, n, body, init):
+        return self.F2.loop(n, body, init)
+
+    def exp_bit(self, bits, i):
+        return self.F2.exp_bit(bits, i)
+
+    def pow(self, a, e: int):
+        return pow_by_constant(self, a, e)
+
+
+@dataclasses.dataclass(frozen=True)
+class Fp12Arith:
+    """Fq12 arithmetic on pairs (c0, c1) of Fq6 values."""
+    F6: Fp6Arith
+
+    @property
+    def p(self):
+        return self.F6.p
+
+    @property
+    def F2(self) -> Fp2Arith:
+        return self.F6.F2
+
+    def const(self, c, like):
+        return (self.F6.const(c[0], like), self.F6.const(c[1], like))
+
+    def zero(self, like):
+        return (self.F6.zero(like), self.F6.zero(like))
+
+    def one(self, like):
+        return (self.F6.one(like), self.F6.zero(like))
+
+    def add(self, a, b):
+        return (self.F6.add(a[0], b[0]), self.F6.add(a[1], b[1]))
+
+    def sub(self, a, b):
+        return (self.F6.sub(a[0], b[0]), self.F6.sub(a[1], b[1]))
+
+    def neg(self, a):
+        return (self.F6.neg(a[0]), self.F6.neg(a[1]))
+
+    def dbl(self, a):
+        return self.add(a, a)
+
+    def conj(self, a):
+        """a0 − a1·w = a^(p⁶)."""
+        return (a[0], self.F6.neg(a[1]))
+
+    def mul(self, a, b):
+        """Karatsuba over Fq6: 3 Fq6 products (54 Fq products)."""
+        F6 = self.F6
+        aa = F6.mul(a[0], b[0])
+        bb = F6.mul(a[1], b[1])
+        t = F6.mul(F6.add(a[0], a[1]), F6.add(b[0], b[1]))
+        return (F6.add(aa, F6.mul_by_nonresidue(bb)), F6.sub(t, F6.add(aa, bb)))
+
+    def sqr(self, a):
+        """Complex squaring: 2 Fq6 products."""
+        F6 = self.F6
+        a0, a1 = a
+        ab = F6.mul(a0, a1)
+        t = F6.mul(F6.add(a0, a1), F6.add(a0, F6.mul_by_nonresidue(a1)))
+        return (F6.sub(t, F6.add(ab, F6.mul_by_nonresidue(ab))), F6.dbl(ab))
+
+    def mul_by_014(self, a, c0, c1, c4):
+        """a · (c0 + c1·v + c4·v·w) for c0, c1, c4 ∈ Fq2 (an M-twist line
+        value): 13 Fq2 products."""
+        F6 = self.F6
+        aa = F6.mul_by_01(a[0], c0, c1)
+        bb = F6.mul_by_1(a[1], c4)
+        t = F6.mul_by_01(F6.add(a[0], a[1]), c0, self.F2.add(c1, c4))
+        return (F6.add(F6.mul_by_nonresidue(bb), aa), F6.sub(t, F6.add(aa, bb)))
+
+    def inv(self, a):
+        """(a0 − a1w)/(a0² − v·a1²); 0 -> 0."""
+        F6 = self.F6
+        t = F6.inv(F6.sub(F6.sqr(a[0]), F6.mul_by_nonresidue(F6.sqr(a[1]))))
+        return (F6.mul(a[0], t), F6.neg(F6.mul(a[1], t)))
+
+    def frobenius(self, a, k: int):
+        """a^(p^k): Fq6 Frobenius of both halves, the w half times γ_w."""
+        F6 = self.F6
+        gw = frobenius_coeffs(self.p, k % 12)[2]
+        c1 = F6.frobenius(a[1], k)
+        return (F6.frobenius(a[0], k), tuple(_mul_fp2_const(self.F2, x, gw) for x in c1))
+
+    def cyclotomic_sqr(self, a):
+        """a² for a in the cyclotomic subgroup (a^(p⁶+1) = 1), Granger–Scott:
+        with y = w³ the pairs (z0, z1), (z2, z3), (z4, z5) below are Fq4
+        elements whose squares A², B², C² give a² = (3A² − 2Ā, 3ξC² + 2B̄, 3B² − 2C̄)
+        in the Fq4³ view (bars: Fq4 conjugates)."""
+        F2 = self.F2
+        (z0, z4, z3), (z2, z1, z5) = a
+
+        def fq4_sqr(x, y):                      # (x + y·Y)², Y² = ξ
+            t = F2.mul(x, y)
+            s = F2.mul(F2.add(x, y), F2.add(F2.mul_by_nonresidue(y), x))
+            return F2.sub(s, F2.add(t, F2.mul_by_nonresidue(t))), F2.dbl(t)
+
+        t0, t1 = fq4_sqr(z0, z1)
+        t2, t3 = fq4_sqr(z2, z3)
+        t4, t5 = fq4_sqr(z4, z5)
+
+        def minus(t, z):                        # 3t − 2z
+            return F2.add(F2.dbl(F2.sub(t, z)), t)
+
+        def plus(t, z):                         # 3t + 2z
+            return F2.add(F2.dbl(F2.add(t, z)), t)
+
+        z0, z1 = minus(t0, z0), plus(t1, z1)
+        z2, z3 = plus(F2.mul_by_nonresidue(t5), z2), minus(t4, z3)
+        z4, z5 = minus(t2, z4), plus(t3, z5)
+        return ((z0, z4, z3), (z2, z1, z5))
+
+    def cyclotomic_pow(self, a, e: int):
+        """a^e (e ≥ 1 constant) by square-and-multiply with cyclotomic squares."""
+        bits = tuple(int(b) for b in bin(e)[2:])
+
+        def body(i, acc):
+            sq = self.cyclotomic_sqr(acc)
+            return self.select(self.exp_bit(bits, i + 1), self.mul(sq, a), sq)
+
+        return self.loop(len(bits) - 1, body, a)
+
+    def is_zero(self, a):
+        return self.F6.is_zero(a[0]) & self.F6.is_zero(a[1])
+
+    def eq(self, a, b):
+        return self.F6.eq(a[0], b[0]) & self.F6.eq(a[1], b[1])
+
+    def select(self, c, a, b):
+        return (self.F6.select(c, a[0], b[0]), self.F6.select(c, a[1], b[1]))
+
+    def like(self, v):
+        return self.F6.like(v[0])
+
+    def loop(self, n, body, init):
+        return self.F6.loop(n, body, init)
+
+    def exp_bit(self, bits, i):
+        return self.F6.exp_bit(bits, i)
+
+    def pow(self, a, e: int):
+        return pow_by_constant(self, a, e)
+
+
+def fp6_over(ar) -> Fp6Arith:
+    return Fp6Arith(Fp2Arith(ar))
+
+
+def fp12_over(ar) -> Fp12Arith:
+    return Fp12Arith(fp6_over(ar))
+
+
+# ---------------------------------------------------------------- array API
+@dataclasses.dataclass(frozen=True)
+class TowerField(FieldOps):
+    """Fq6 or Fq12 as an array API: elements ``(*coeff_shape, 12, *batch)``
+    uint32 with coeff_shape (3, 2) for Fq6 and (2, 3, 2) for Fq12.  Host
+    values are nested coefficient tuples of that shape (ints in [0, p)); a
+    batch is a numpy object array ``(*batch, *coeff_shape)`` or nested lists.
+    Every device method is one jitted elementwise kernel."""
+    name: str
+    coeff_shape: tuple
+    base_field: PrimeField = _Fq
+    config: KernelConfig = DEFAULT
+
+    def __repr__(self):
+        return f"TowerField({self.name})"
+
+    @property
+    def p(self) -> int:
+        return self.base_field.p
+
+    @property
+    def L(self) -> int:
+        return self.base_field.L
+
+    @property
+    def prefix(self) -> tuple:
+        return tuple(self.coeff_shape) + (self.L,)
+
+    @functools.cached_property
+    def base_arith(self) -> FpArith:
+        return FpArith(self.p, self.config.unroll)
+
+    def lift(self, ar):
+        return fp12_over(ar) if len(self.coeff_shape) == 3 else fp6_over(ar)
+
+    @functools.cached_property
+    def arith(self):
+        return self.lift(self.base_arith)
+
+    @property
+    def _base(self) -> PrimeField:
+        return dataclasses.replace(self.base_field, config=self.config)
+
+    # ---------------------------------------------------------- host side
+    def from_int(self, xs) -> np.ndarray:
+        """Coefficient tuple(s) -> ``(*coeff_shape, 12, *shape)`` uint32."""
+        arr = np.asarray(xs, dtype=object)
+        k = len(self.coeff_shape)
+        if arr.shape[arr.ndim - k:] != tuple(self.coeff_shape):
+            raise ValueError(f"{self.name}.from_int: expected coefficients of shape "
+                             f"{self.coeff_shape} (innermost), got shape {arr.shape}")
+        batch_nd = arr.ndim - k
+        limbs = self.base_field.from_int(arr)                 # (12, *batch, *coeff)
+        return np.ascontiguousarray(np.moveaxis(limbs, list(range(1 + batch_nd, 1 + arr.ndim)),
+                                                list(range(k))))
+
+    def to_int(self, arr):
+        """-> numpy object array ``(*batch, *coeff_shape)`` of ints; nested
+        tuples for a single element."""
+        arr = np.asarray(arr)
+        k = len(self.coeff_shape)
+        if arr.shape[:k + 1] != self.prefix:
+            raise ValueError(f"{self.name}: expected shape {self.prefix + ('...',)}, got {arr.shape}")
+        moved = np.moveaxis(arr, list(range(k)), list(range(arr.ndim - k, arr.ndim)))
+        ints = np.asarray(self.base_field.to_int(moved), dtype=object)
+        if ints.ndim == k:
+            return _nested_tuple(ints)
+        return ints
+
+    def random_ints(self, n: int, rng=None) -> list:
+        """n uniform elements as nested tuples (``secrets`` unless a
+        ``random.Random`` is given)."""
+        size = int(np.prod(self.coeff_shape))
+        flat = self.base_field.random_ints(n * size, rng)
+        arr = np.array(flat, dtype=object).reshape((n,) + tuple(self.coeff_shape))
+        return [_nested_tuple(a) for a in arr]
+
+    def zeros(self, shape=()):
+        return jnp.zeros(self.prefix + tuple(shape), jnp.uint32)
+
+    def ones(self, shape=()):
+        return self.zeros(shape).at[(0,) * len(self.coeff_shape)].set(self._base.ones(shape))
+
+    def constant(self, c, shape=()):
+        """The element with coefficients c (nested tuple) broadcast to ``shape``."""
+        v = jnp.asarray(self.from_int(c))
+        return jnp.broadcast_to(v.reshape(v.shape + (1,) * len(shape)), v.shape + tuple(shape))
+
+    def sqrt(self, a):
+        raise NotImplementedError(f"{self.name}: square roots are not implemented")
+
+    # ---------------------------------------------------------- device side
+    @functools.partial(jax.jit, static_argnums=0)
+    def conjugate(self, a):
+        """Fq12: a0 − a1w (= a^(p⁶), the inverse of a unitary element)."""
+        return self._ew("conj", 1)(a)
+
+    @functools.partial(jax.jit, static_argnums=(0, 2))
+    def frobenius(self, a, k: int = 1):
+        """a^(p^k)."""
+        return self._ew(lambda ar, x: self.lift(ar).frobenius(x, k), 1, name=f"frob{k}")(a)
+
+    @functools.partial(jax.jit, static_argnums=0)
+    def mul_by_nonresidue(self, a):
+        """Fq6: a·v."""
+        return self._ew("mul_by_nonresidue", 1)(a)
+
+    @functools.partial(jax.jit, static_argnums=0)
+    def mul_by_01(self, a, b0, b1):
+        """Fq6: a·(b0 + b1·v) for Fq2 arrays b0, b1 ``(2, 12, *batch)``."""
+        f2 = (2, self.L)
+        return self._ew("mul_by_01", 1, extra_in=[f2, f2])(a, b0, b1)
+
+    @functools.partial(jax.jit, static_argnums=0)
+    def mul_by_014(self, a, line):
+        """Fq12: a·(c0 + c1·v + c4·vw) for a line ``(3, 2, 12, *batch)`` = (c0, c1, c4)."""
+        return self._ew(lambda ar, x, l: self.lift(ar).mul_by_014(x, *l), 1, name="mul_by_014",
+                        extra_in=[(3, 2, self.L)])(a, line)
+
+    @functools.partial(jax.jit, static_argnums=0)
+    def cyclotomic_square(self, a):
+        """Fq12: a² for a in the cyclotomic subgroup (Granger–Scott)."""
+        return self._ew("cyclotomic_sqr", 1)(a)
+
+
+def _nested_tuple(a):
+    if isinstance(a, np.ndarray):
+        return tuple(_nested_tuple(x) for x in a)
+    return int(a)
+
+
+Fq6 = TowerField("Fq6", (3, 2))
+Fq12 = TowerField("Fq12", (2, 3, 2))

@@ -1,0 +1,318 @@
+"""The optimal ate pairing on BLS12-381, batched: e: G1 × G2 → GT ⊂ Fq12*.
+
+    e(P, Q) = f_{x,Q}(P)^((p¹²−1)/r)·…  as in arkworks and blst, so that GT
+    values agree with theirs byte for byte (arkworks' final exponentiation
+    raises to 3·(p¹²−1)/r, so e = e_pyecc^(−3) with py_ecc's f_{|x|}^((p¹²−1)/r)).
+
+Miller loop (arkworks ``Bls12::multi_miller_loop``): T = Q in homogeneous
+projective coordinates on the M-type twist E': y² = x³ + 4ξ; for each bit of
+|x| = 0xd201000000010000 after the leading one: f ← f², T ← 2T with the
+tangent line, then (bit set) T ← T + Q with the chord line; each line is
+evaluated at P as c0 + (c1·x_P)·v + (c2·y_P)·vw (an "014" sparse Fq12
+element) and multiplied into f.  x is negative, so f is conjugated at the end.
+Several pairs share one f (``multi_miller_loop``): each step squares f once
+and multiplies in every pair's line.  Pairs with P or Q the identity
+(affine (0, 0)) contribute lines equal to 1, i.e. e(O, Q) = e(P, O) = 1.
+
+Final exponentiation: easy part f^((p⁶−1)(p²+1)), then the hard part of
+Hayashida–Hayasaka–Teruya (eprint 2020/875), exponent
+3·Φ₁₂(p)/r = (x−1)²(x+p)(x²+p²−1) + 3, with five exponentiations by x in the
+cyclotomic subgroup (Granger–Scott squarings).
+
+Kernels and loops.  Every formula is one elementwise kernel of medium size
+(Fq12 square, doubling step + line, addition step + line, sparse line
+product, Fq12 product, cyclotomic square, Frobenius, conjugate, inverse);
+the Miller loop is one ``lax.scan`` over the fixed step pattern (a
+``lax.cond`` picks the doubling or the addition step), and the final
+exponentiation is a straight-line Fq12 program (``FINAL_EXP_PROGRAM``, ~370
+steps) run by one ``lax.fori_loop`` over a ``lax.switch`` of its six kernels.
+So each kernel appears once per compiled program: on the GPU each is one
+Pallas kernel compiled once, on the CPU the interpreter is compiled once per
+kernel (bench numbers in the module's tests and report).
+
+Arrays: P affine G1 ``(2, 12, *batch)``, Q affine G2 ``(2, 2, 12, *batch)``
+(``ops.curve`` layouts, (0, 0) = identity); GT / Miller-loop values are Fq12
+arrays ``(2, 3, 2, 12, *batch)`` (``ops.fq12``).  Batch shapes broadcast.
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import Sequence
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
+
+from ops.elementwise import KernelConfig, elementwise
+from ops.field import FpArith, P_FQ
+from ops.fq12 import Fq12 as _Fq12
+from ops.limbs import Unroll
+from ops.tower import Fp2Arith, Fq2
+
+X_ABS = 0xd201000000010000       # |x|, x the (negative) BLS12-381 seed
+X_IS_NEGATIVE = True
+
+# Kernel settings: Fq12 formulas are 2-5x a G2 addition, so like G2 they use rolled
+# inner CIOS loops and product groups as table loops (small Triton IR).
+CONFIG = KernelConfig(unroll=Unroll(inner=False, table=True))
+Fq12 = dataclasses.replace(_Fq12, config=CONFIG)
+
+G1_AFF = (2, 12)
+G2_AFF = (2, 2, 12)
+G2_PROJ = (3, 2, 12)
+LINE = (3, 2, 12)
+MASK = (1,)                      # raw limb row: bit 0 set = skip this pair
+
+
+# ---------------------------------------------------------------- formula layer
+@dataclasses.dataclass(frozen=True)
+class MillerArith:
+    """Miller-loop step formulas on the M-type twist (homogeneous projective
+    T = (X : Y : Z), arkworks ``G2HomProjective``), over Fq2 arithmetic F2.
+    b' = 4ξ is the twist's constant."""
+    F2: Fp2Arith
+
+    def _half(self, a):
+        F = self.F2.base
+        return self.F2.mul_base(a, F.const((P_FQ + 1) // 2, self.F2.like(a)))
+
+    def double_step(self, T):
+        """T ← 2T; returns (2T, (c0, c1, c2)): the tangent line at T is
+        c0 + c1·x_P·v + c2·y_P·vw (up to a factor in a subfield)."""
+        F2 = self.F2
+        X, Y, Z = T
+        a = self._half(F2.mul(X, Y))
+        b = F2.sqr(Y)
+        c = F2.sqr(Z)
+        e = F2.mul_by_nonresidue(F2.mul_small(c, 12))        # 3b'·Z²
+        f = F2.add(F2.dbl(e), e)
+        g = self._half(F2.add(b, f))
+        h = F2.sub(F2.sqr(F2.add(Y, Z)), F2.add(b, c))        # 2YZ
+        i = F2.sub(e, b)
+        j = F2.sqr(X)
+        e2 = F2.sqr(e)
+        X3 = F2.mul(a, F2.sub(b, f))
+        Y3 = F2.sub(F2.sqr(g), F2.add(F2.dbl(e2), e2))
+        Z3 = F2.mul(b, h)
+        return (X3, Y3, Z3), (i, F2.add(F2.dbl(j), j), F2.neg(h))
+
+    def add_step(self, T, Q):
+        """T ← T + Q for affine Q; returns (T + Q, (c0, c1, c2)), the chord
+        line through T and Q."""
+        F2 = self.F2
+        X, Y, Z = T
+        xq, yq = Q
+        yqz, xqz = F2.muls([(yq, Z), (xq, Z)])
+        theta = F2.sub(Y, yqz)
+        lam = F2.sub(X, xqz)
+        c = F2.sqr(theta)
+        d = F2.sqr(lam)
+        e, f, g = F2.muls([(lam, d), (Z, c), (X, d)])
+        h = F2.sub(F2.add(e, f), F2.dbl(g))
+        X3, t, ey, Z3, tx, ly = F2.muls([(lam, h), (theta, F2.sub(g, h)), (e, Y), (Z, e),
+                                         (theta, xq), (lam, yq)])
+        return (X3, F2.sub(t, ey), Z3), (F2.sub(tx, ly), F2.neg(theta), lam)
+
+    def evaluate(self, coeffs, P, skip):
+        """The line (c0, c1·x_P, c2·y_P) as an 014 sparse Fq12 element; the
+        line 1 = (1, 0, 0) where ``skip`` (a pair with an identity point)."""
+        F2 = self.F2
+        c0, c1, c2 = coeffs
+        line = (c0, F2.mul_base(c1, P[0]), F2.mul_base(c2, P[1]))
+        like = F2.like(c0)
+        one = (F2.one(like), F2.zero(like), F2.zero(like))
+        return tuple(F2.select(skip, o, l) for o, l in zip(one, line))
+
+    def double_line(self, T, P, mask):
+        T2, coeffs = self.double_step(T)
+        return T2, self.evaluate(coeffs, P, self.F2.base.scalar_bit(mask, 0))
+
+    def add_line(self, T, Q, P, mask):
+        T2, coeffs = self.add_step(T, Q)
+        return T2, self.evaluate(coeffs, P, self.F2.base.scalar_bit(mask, 0))
+
+
+def _kernel(method, ins, outs):
+    def formula(ar, *xs):
+        return getattr(MillerArith(Fp2Arith(ar)), method)(*xs)
+    return elementwise(formula, ins, [(o, jnp.uint32) for o in outs], FpArith(P_FQ, CONFIG.unroll),
+                       CONFIG, name=f"miller_{method}")
+
+
+@jax.jit
+def double_line(T, P, mask):
+    """(2T, tangent line at T evaluated at P) — one kernel.  T ``(3, 2, 12, *b)``,
+    P ``(2, 12, *b)``, mask ``(1, *b)`` uint32 (1 = identity pair, line 1)."""
+    return _kernel("double_line", [G2_PROJ, G1_AFF, MASK], [G2_PROJ, LINE])(T, P, mask)
+
+
+@jax.jit
+def add_line(T, Q, P, mask):
+    """(T + Q, chord line through T and Q evaluated at P) — one kernel."""
+    return _kernel("add_line", [G2_PROJ, G2_AFF, G1_AFF, MASK], [G2_PROJ, LINE])(T, Q, P, mask)
+
+
+# ---------------------------------------------------------------- Miller loop
+def _loop_steps(e: int) -> np.ndarray:
+    """The Miller loop's step pattern for |x| = e: after the leading bit, a
+    doubling (False) per bit, followed by an addition (True) for a set bit."""
+    steps = []
+    for bit in bin(e)[3:]:
+        steps.append(False)
+        if bit == "1":
+            steps.append(True)
+    return np.array(steps)
+
+
+def _check_points(Ps, Qs):
+    if isinstance(Ps, (jnp.ndarray, np.ndarray)) or isinstance(Qs, (jnp.ndarray, np.ndarray)):
+        raise TypeError("multi_miller_loop takes sequences of point arrays (one per pair)")
+    if len(Ps) != len(Qs) or not Ps:
+        raise ValueError(f"need as many G1 as G2 points, at least one pair; got {len(Ps)} and "
+                         f"{len(Qs)}")
+    for i, (P, Q) in enumerate(zip(Ps, Qs)):
+        if P.shape[:2] != G1_AFF or P.dtype != jnp.uint32:
+            raise ValueError(f"pair {i}: G1 point must be affine uint32 (2, 12, *batch), got "
+                             f"{P.dtype} {P.shape}")
+        if Q.shape[:3] != G2_AFF or Q.dtype != jnp.uint32:
+            raise ValueError(f"pair {i}: G2 point must be affine uint32 (2, 2, 12, *batch), got "
+                             f"{Q.dtype} {Q.shape}")
+
+
+@jax.jit
+def multi_miller_loop(Ps: Sequence, Qs: Sequence):
+    """∏_i f_{x,Q_i}(P_i) (conjugated for x < 0), one shared f: k pairs cost
+    one Fq12 squaring and k line products per step.  Ps: k arrays
+    ``(2, 12, *b_i)``, Qs: k arrays ``(2, 2, 12, *b_i)``; the batch shapes
+    broadcast to ``batch``; returns Fq12 ``(2, 3, 2, 12, *batch)``."""
+    Ps = [jnp.asarray(P) for P in Ps]
+    Qs = [jnp.asarray(Q) for Q in Qs]
+    _check_points(Ps, Qs)
+    batch = jnp.broadcast_shapes(*[P.shape[2:] for P in Ps], *[Q.shape[3:] for Q in Qs])
+    k = len(Ps)
+    P = jnp.stack([jnp.broadcast_to(x, G1_AFF + batch) for x in Ps], axis=2)   # (2, 12, k, *batch)
+    Q = jnp.stack([jnp.broadcast_to(x, G2_AFF + batch) for x in Qs], axis=3)   # (2, 2, 12, k, *batch)
+    skip = jnp.all(P == 0, axis=(0, 1)) | jnp.all(Q == 0, axis=(0, 1, 2))
+    mask = skip.astype(jnp.uint32)[None]                                         # (1, k, *batch)
+    T = jnp.stack([Q[0], Q[1], Fq2.ones((k,) + batch)])                                            # (3, 2, 12, k, *batch)
+
+    def fold(f, line):
+        if k == 1:
+            return Fq12.mul_by_014(f, line[:, :, :, 0])
+        return lax.fori_loop(0, k, lambda j, f: Fq12.mul_by_014(
+            f, lax.dynamic_index_in_dim(line, j, axis=3, keepdims=False)), f)
+
+    def step(carry, is_add):
+        f, T = carry
+        f = lax.cond(is_add, lambda f: f, Fq12.square, f)
+        T, line = lax.cond(is_add, lambda T: add_line(T, Q, P, mask),
+                           lambda T: double_line(T, P, mask), T)
+        return (fold(f, line), T), None
+
+    (f, _), _ = lax.scan(step, (Fq12.ones(batch), T), jnp.asarray(_loop_steps(X_ABS)))
+    return Fq12.conjugate(f) if X_IS_NEGATIVE else f
+
+
+def miller_loop(P, Q):
+    """f_{x,Q}(P) for one pair per lane: P ``(2, 12, *b)``, Q ``(2, 2, 12, *b)``."""
+    return multi_miller_loop([P], [Q])
+
+
+# ---------------------------------------------------------------- final exponentiation
+OPS = ("mul", "cyclotomic_square", "conjugate", "frobenius1", "frobenius2", "inv")
+
+
+def _final_exp_program() -> np.ndarray:
+    """Rows (op, dst, a, b) over registers (f, r, y0, y1, y2) computing, from f
+    in register 0, f^(3(p¹²−1)/r) into register 1 (arkworks' sequence)."""
+    regs = {n: i for i, n in enumerate(("f", "r", "y0", "y1", "y2"))}
+    rows = []
+
+    def emit(op, dst, a, b=None):
+        rows.append((OPS.index(op), regs[dst], regs[a], regs[b or a]))
+
+    def exp_by_x(dst, src):           # dst = src^x, dst != src
+        bits = bin(X_ABS)[3:]
+        emit("cyclotomic_square", dst, src)
+        for i, bit in enumerate(bits):
+            if bit == "1":
+                emit("mul", dst, dst, src)
+            if i + 1 < len(bits):
+                emit("cyclotomic_square", dst, dst)
+        if X_IS_NEGATIVE:
+            emit("conjugate", dst, dst)
+
+    # easy part: r = f^((p^6 - 1)(p^2 + 1))
+    emit("inv", "y0", "f")
+    emit("conjugate", "r", "f")
+    emit("mul", "r", "r", "y0")
+    emit("frobenius2", "y0", "r")
+    emit("mul", "r", "r", "y0")
+    # hard part: r^((x-1)^2 (x+p) (x^2+p^2-1) + 3)
+    emit("cyclotomic_square", "y0", "r")           # y0 = r^2
+    exp_by_x("y1", "r")                            # y1 = r^x
+    emit("conjugate", "y2", "r")
+    emit("mul", "y1", "y1", "y2")                  # y1 = r^(x-1)
+    exp_by_x("y2", "y1")                           # y2 = y1^x
+    emit("conjugate", "y1", "y1")
+    emit("mul", "y1", "y1", "y2")                  # y1 = r^((x-1)^2)
+    exp_by_x("y2", "y1")                           # y2 = y1^x
+    emit("frobenius1", "y1", "y1")
+    emit("mul", "y1", "y1", "y2")                  # y1 = r^((x-1)^2 (x+p))
+    emit("mul", "r", "r", "y0")                    # r = r^3
+    exp_by_x("y0", "y1")                           # y0 = y1^x
+    exp_by_x("y2", "y0")                           # y2 = y1^(x^2)
+    emit("frobenius2", "y0", "y1")                 # y0 = y1^(p^2)
+    emit("conjugate", "y1", "y1")
+    emit("mul", "y1", "y1", "y2")
+    emit("mul", "y1", "y1", "y0")                  # y1 = y1^(x^2 + p^2 - 1)
+    emit("mul", "r", "r", "y1")
+    return np.array(rows, dtype=np.int32)
+
+
+FINAL_EXP_PROGRAM = _final_exp_program()
+
+
+@jax.jit
+def final_exponentiation(f):
+    """f^(3(p¹²−1)/r) for Fq12 arrays ``(2, 3, 2, 12, *batch)`` (arkworks' and
+    blst's exponent); 0 maps to 0.  One fori_loop over ``FINAL_EXP_PROGRAM``."""
+    f = jnp.asarray(f)
+    if f.shape[:4] != Fq12.prefix or f.dtype != jnp.uint32:
+        raise ValueError(f"final_exponentiation: expected uint32 Fq12 (2, 3, 2, 12, *batch), got "
+                         f"{f.dtype} {f.shape}")
+    branches = [
+        lambda a, b: Fq12.mul(a, b),
+        lambda a, b: Fq12.cyclotomic_square(a),
+        lambda a, b: Fq12.conjugate(a),
+        lambda a, b: Fq12.frobenius(a, 1),
+        lambda a, b: Fq12.frobenius(a, 2),
+        lambda a, b: Fq12.inv(a),
+    ]
+    prog = jnp.asarray(FINAL_EXP_PROGRAM)
+    regs = jnp.zeros((5,) + f.shape, jnp.uint32).at[0].set(f)
+
+    def step(t, regs):
+        op, dst, a, b = (prog[t, j] for j in range(4))
+        v = lax.switch(op, branches, regs[a], regs[b])
+        return lax.dynamic_update_index_in_dim(regs, v, dst, 0)
+
+    regs = lax.fori_loop(0, len(FINAL_EXP_PROGRAM), step, regs)
+    return regs[1]
+
+
+# ---------------------------------------------------------------- pairings
+def pairing(P, Q):
+    """e(P, Q) per lane: P ``(2, 12, *b)`` G1 affine, Q ``(2, 2, 12, *b)`` G2
+    affine -> GT ``(2, 3, 2, 12, *batch)``.  (The two jitted halves are
+    compiled separately, so other pairing functions reuse them.)"""
+    return final_exponentiation(miller_loop(P, Q))
+
+
+def pairing_product_is_one(Ps: Sequence, Qs: Sequence):
+    """∏_i e(P_i, Q_i) == 1 per lane (one shared Miller loop, one final
+    exponentiation): the Groth16 check e(A, B)·e(−α, β)·e(−L, γ)·e(−C, δ) = 1.
+    Returns bool ``batch``."""
+    g = final_exponentiation(multi_miller_loop(Ps, Qs))
+    return jnp.all(g == Fq12.ones(g.shape[4:]), axis=(0, 1, 2, 3))

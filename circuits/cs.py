@@ -204,6 +204,18 @@ def stack_lcs(lcs, axis: int = -1) -> LC:
     return LC(np.stack(vs, axis), np.stack(cs, axis), lcs[0].table)
 
 
+def concat_lcs(lcs, axis: int = -1) -> LC:
+    """Concatenate LCs along an existing axis of ``shape`` (k padded with
+    zero terms)."""
+    k = max(x.var.shape[-1] for x in lcs)
+    nd = len(lcs[0].shape)
+    axis = axis % nd
+    pad = [(0, 0)] * nd
+    vs = [np.pad(x.var, pad + [(0, k - x.var.shape[-1])], constant_values=ONE) for x in lcs]
+    cs = [np.pad(x.coef, pad + [(0, k - x.coef.shape[-1])]) for x in lcs]
+    return LC(np.concatenate(vs, axis), np.concatenate(cs, axis), lcs[0].table)
+
+
 def select_lc(cases, lcs) -> LC:
     """Element-wise choice among LCs of one shape: element e takes lcs[j] where
     cases[e] == j (k padded with zero terms)."""
@@ -315,11 +327,21 @@ class Recorder:
             v = np.broadcast_to(x.var, shape + x.var.shape[-1:])
             co = np.broadcast_to(x.coef, shape + x.coef.shape[-1:])
             if mask is None:
-                v, co = v.reshape(-1, v.shape[-1]), co.reshape(-1, co.shape[-1])
+                rows = int(np.prod(shape, dtype=np.int64))
+                v, co = v.reshape(rows, v.shape[-1]), co.reshape(rows, co.shape[-1])
             else:
                 v, co = v[mask], co[mask]
             store.append(_canonical_rows(LC(v, co, self.coeffs)))
         self.num_constraints += int(np.prod(shape, dtype=np.int64)) if mask is None else int(mask.sum())
+
+    def loop(self, body: Callable, carry, xs):
+        """carry, y = body(cs, carry, x) for each x of xs, in order; returns
+        (carry, [y, ...]).  Record mode: a plain Python loop."""
+        ys = []
+        for x in xs:
+            carry, y = body(self, carry, x)
+            ys.append(y)
+        return carry, ys
 
     # -- result
     def finish(self, name: str) -> R1CS:
@@ -370,6 +392,16 @@ def bits_to_fr(bits):
     return jnp.where(bits[None] != 0, one, jnp.uint32(0))
 
 
+def _interleave(flags, blocks):
+    """Blocks stacked over T scanned steps -> one block in step-major order:
+    bits (T, n_j) stay bits if all are bits, else all become Fr (8, T·Σn)."""
+    if all(flags):
+        return True, jnp.concatenate(blocks, axis=1).reshape(-1)
+    frs = [jnp.moveaxis(bits_to_fr(b), 0, 1) if bit else b for bit, b in zip(flags, blocks)]
+    cat = jnp.concatenate(frs, axis=-1)                     # (T, 8, Σn)
+    return False, jnp.moveaxis(cat, 1, 0).reshape(Fr.L, -1)
+
+
 class WitnessBuilder:
     """Witness mode (one instance, traced under vmap/jit): ``alloc`` computes
     and stores values, ``enforce`` does nothing."""
@@ -405,6 +437,61 @@ class WitnessBuilder:
 
     def enforce(self, abc, *, where=None):
         return None
+
+    def loop(self, body: Callable, carry, xs):
+        """carry, y = body(cs, carry, x) for each x of xs; returns (carry, ys).
+
+        Steps run unrolled until the static structure repeats: once a step
+        maps a carry to a carry of the same pytree structure (gadget values
+        are leaves, their static parts such as Boolean kinds are the
+        structure) and the remaining xs share one structure, every remaining
+        step allocates exactly what the last one did, and they run as ONE
+        ``lax.scan`` (a small program whatever the number of steps).  The
+        scanned steps' allocations are appended step by step, so the order is
+        the unrolled one."""
+        xs = list(xs)
+        ys = []
+        for t, x in enumerate(xs):
+            tree = jax.tree_util.tree_structure(carry)
+            carry, y = body(self, carry, x)
+            ys.append(y)
+            rest = xs[t + 1:]
+            xtree = jax.tree_util.tree_structure(x)
+            if (rest and jax.tree_util.tree_structure(carry) == tree
+                    and all(jax.tree_util.tree_structure(r) == xtree for r in rest)):
+                carry, more = self._scan(body, carry, rest)
+                return carry, ys + more
+        return carry, ys
+
+    def _scan(self, body, carry, xs):
+        c_leaves, c_tree = jax.tree_util.tree_flatten(carry)
+        x_tree = jax.tree_util.tree_structure(xs[0])
+        x_leaves = [jax.tree_util.tree_leaves(x) for x in xs]
+        stacked = [jnp.stack([jnp.asarray(xl[i]) for xl in x_leaves]) for i in range(len(x_leaves[0]))]
+        meta = {}
+
+        def step(c, x):
+            sub = WitnessBuilder()
+            c2, y = body(sub, jax.tree_util.tree_unflatten(c_tree, c),
+                         jax.tree_util.tree_unflatten(x_tree, x))
+            l2, t2 = jax.tree_util.tree_flatten(c2)
+            if t2 != c_tree:
+                raise RuntimeError("cs.loop: the scanned step changed the carry's structure")
+            y_leaves, meta["y"] = jax.tree_util.tree_flatten(y)
+            meta["inputs"] = [b for b, _ in sub._inputs]
+            meta["aux"] = [b for b, _ in sub._aux]
+            out = [jnp.asarray(v).astype(jnp.asarray(u).dtype) for v, u in zip(l2, c)]
+            return out, ([f for _, f in sub._inputs], [f for _, f in sub._aux],
+                         [jnp.asarray(v) for v in y_leaves])
+
+        init = [jnp.asarray(v) for v in c_leaves]
+        c_out, (ins, aux, ys) = jax.lax.scan(step, init, stacked, length=len(xs))
+        for store, flags, blocks in ((self._inputs, meta["inputs"], ins),
+                                     (self._aux, meta["aux"], aux)):
+            if blocks:
+                store.append(_interleave(flags, blocks))
+        ys = [jax.tree_util.tree_unflatten(meta["y"], [v[i] for v in ys]) for i in range(len(xs))]
+        return jax.tree_util.tree_unflatten(c_tree, c_out), ys
 
     def assemble(self):
         """The witness of this instance: Fr ``(8, num_inputs + num_aux)``."""

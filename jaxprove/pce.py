@@ -50,7 +50,7 @@ import orbax.checkpoint as ocp
 from ops import spmv
 from ops.field import Fr
 
-VERSION = 1                 # bump whenever the stored layout or its meaning changes
+VERSION = 2                 # bump whenever the stored layout or its meaning changes
 FORMAT = "jaxprove-pce"
 META = "meta.json"
 ARRAYS = "arrays"
@@ -194,7 +194,8 @@ def extract(r1cs, **block_args) -> Matrices:
         return mask
 
     classes = spmv.coefficient_classes(coeffs)
-    blocked = [jax.tree.map(jnp.asarray, spmv.block(*csr, classes, **block_args)) for csr in csrs]
+    blocked = [jax.tree.map(jnp.asarray, spmv.block(*csr, classes, n_vars, **block_args))
+               for csr in csrs]
     table = Fr.from_int(coeffs) if coeffs else np.zeros((Fr.L, 0), np.uint32)
     return Matrices(*blocked, jnp.asarray(table),
                     jnp.asarray(used(csrs[0][1], k, n_vars)), jnp.asarray(used(csrs[1][1], 0, k)),
@@ -253,7 +254,7 @@ def _static(m: Matrices) -> dict:
     d = {f: getattr(m, f) for f in ("name", "num_inputs", "num_aux", "num_constraints")}
     for mat in ("a", "b", "c"):
         x = getattr(m, mat)
-        d[mat] = {"rows": x.rows, "nnz": x.nnz, "block_rows": x.block_rows}
+        d[mat] = {"rows": x.rows, "num_cols": x.num_cols, "nnz": x.nnz, "block_rows": x.block_rows}
     return d
 
 

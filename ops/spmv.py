@@ -9,25 +9,30 @@ starts in row ``row0[q]`` and covers local rows ``0..last[q]`` (global row
 ``row0[q] + i``); a row may be split across consecutive chunks (then the
 later chunk has ``cont[q]`` set).  Each chunk has fixed-size slots:
 
+* ``gen_slots`` slots for entries with a coefficient other than ±1:
+  ``gen_cols``, ``gen_coeff`` (index into the coefficient table) and
+  ``gen_seg`` = local row;
 * ``slots`` slots for entries with coefficient ±1 (the overwhelming majority
-  in bellperson circuits): ``cols`` and ``seg``, where ``seg = local row``
-  for +1 and ``local row + block_rows`` for −1;
-* ``gen_slots`` slots for entries with any other coefficient: ``gen_cols``,
-  ``gen_seg`` (= local row) and ``gen_coeff`` (index into the coefficient
-  table);
+  in bellperson circuits): ``cols`` and ``seg``, the +1 entries first
+  (``seg = R + local row``), then the −1 entries (``seg = 2R + local row``),
+  R = ``block_rows``;
 
-unused slots have segment ``2·block_rows`` (dropped).  Chunks are planned on
-the host (``block``) and evaluated on the device (``spmv``), one chunk per
-step of a ``lax.scan``, so the shapes are static and the working memory is
-bounded by the chunk size, not by the matrix.
+unused slots have column ``num_cols`` (gathered as zero) and segment R − 1
+(general slots) or 3R (±1 slots, dropped), so each chunk's segment ids,
+general slots first, are sorted, which XLA's sorted scatter uses to add runs
+of equal ids before touching memory.  Chunks are planned on the host
+(``block``) and evaluated on the device (``spmv``), one chunk per step of a
+``lax.scan``, so the shapes are static and the working memory is bounded by
+the chunk size, not by the matrix.
 
 Per chunk: gather w at the ±1 columns (no multiplication) and at the general
 columns (one Fr Montgomery product each, ``Fr.mul``: a Pallas kernel on GPU),
 split every term's eight 32-bit limbs into sixteen 16-bit halves, and add the
-halves of each (local row, sign) with one segment sum in uint32: LAZY
-accumulation, no modular addition per term.  A segment receives at most
-``max_terms ≤ 2^16`` terms (the planner cuts long rows into pieces), so each
-half-limb sum stays below 2^32.  Per row the two sums S± are normalised
+halves of each (local row, group) with one segment sum in uint32: LAZY
+accumulation, no modular addition per term.  A row receives at most
+``max_terms ≤ 2^16`` terms per chunk (the planner cuts long rows into
+pieces), so each half-limb sum, even of the general and +1 groups together,
+stays below 2^32.  Per row the two sums S± are normalised
 (carries of the halves) into S = X + T·2^254 with X < 2^254 < r and a small
 T < 2^18, and one kernel forms ``(X+ + T+·2^254) − (X− + T−·2^254) mod r``
 (one Montgomery product by the constant 2^254·R per sign).  Since Montgomery
@@ -37,7 +42,7 @@ form of the sum, so no conversion is needed anywhere.
 Memory (B instances, E = slots, G = gen_slots, R = block_rows, n variables):
 the element-major witness copy 32·B·n bytes, the padded output 32·B·(rows+R)
 (plus the final unpadded copy), and per chunk about
-96·B·(E+G) (gathered terms, halves) + 320·B·R bytes (segment sums,
+96·B·(E+G) (gathered terms, halves) + 384·B·R bytes (segment sums,
 normalisation, reduced rows).  The matrix itself: 8 bytes per ±1 entry and
 12 per general entry, plus slack in partly filled chunks.
 """
@@ -76,15 +81,15 @@ def coefficient_classes(coeffs: Sequence[int]) -> np.ndarray:
 @functools.partial(jax.tree_util.register_dataclass,
                    data_fields=["cols", "seg", "gen_cols", "gen_seg", "gen_coeff", "row0", "last",
                                 "cont"],
-                   meta_fields=["rows", "nnz", "block_rows"])
+                   meta_fields=["rows", "num_cols", "nnz", "block_rows"])
 @dataclasses.dataclass(frozen=True)
 class BlockedCSR:
     """A sparse Fr matrix in fixed-size chunks (module docstring).
 
     cols, seg: int32 (chunks, slots); gen_cols, gen_seg, gen_coeff: int32
     (chunks, gen_slots); row0, last: int32 (chunks,); cont: bool (chunks,).
-    rows: the matrix's row count; nnz: its entry count; block_rows: R, the
-    most local rows of one chunk."""
+    rows × num_cols: the matrix's shape; nnz: its entry count; block_rows: R,
+    the most local rows of one chunk."""
     cols: np.ndarray
     seg: np.ndarray
     gen_cols: np.ndarray
@@ -94,6 +99,7 @@ class BlockedCSR:
     last: np.ndarray
     cont: np.ndarray
     rows: int
+    num_cols: int
     nnz: int
     block_rows: int
 
@@ -147,13 +153,14 @@ def _chunk_bounds(indptr, is_gen, slots, gen_slots, block_rows, max_terms):
     return np.array(out, dtype=np.int64).reshape(-1, 5).T
 
 
-def block(indptr, cols, coeff_ids, classes, *, target: int = TARGET_ENTRIES,
+def block(indptr, cols, coeff_ids, classes, num_cols: int, *, target: int = TARGET_ENTRIES,
           slots: int | None = None, gen_slots: int | None = None,
           block_rows: int | None = None, max_terms: int = MAX_TERMS) -> BlockedCSR:
     """Plan the chunks of a CSR matrix (host numpy; arrays returned as numpy).
 
-    indptr (rows+1,), cols (nnz,), coeff_ids (nnz,) as in a CSR; classes:
-    ``coefficient_classes`` of the coefficient table.  Slot counts default to
+    indptr (rows+1,), cols (nnz,), coeff_ids (nnz,) as in a CSR of a matrix
+    with ``num_cols`` columns; classes: ``coefficient_classes`` of the
+    coefficient table.  Slot counts default to
     about ``target`` entries per chunk split in the matrix's ±1 : general
     ratio (with headroom), and block_rows to the rows such a chunk spans.
     """
@@ -169,8 +176,8 @@ def block(indptr, cols, coeff_ids, classes, *, target: int = TARGET_ENTRIES,
         raise ValueError(f"block: max_terms must be in [1, {MAX_TERMS}], got {max_terms}")
     if nnz and (coeff_ids.min() < 0 or coeff_ids.max() >= len(classes)):
         raise ValueError(f"block: coefficient ids must lie in [0, {len(classes)})")
-    if nnz and cols.min() < 0:
-        raise ValueError("block: negative column index")
+    if nnz and (cols.min() < 0 or cols.max() >= num_cols):
+        raise ValueError(f"block: column indices must lie in [0, {num_cols})")
     cls = np.asarray(classes)[coeff_ids] if nnz else np.zeros(0, np.int8)
     is_gen = cls == GENERAL
     n_gen = int(is_gen.sum())
@@ -181,7 +188,7 @@ def block(indptr, cols, coeff_ids, classes, *, target: int = TARGET_ENTRIES,
     block_rows = block_rows or _round_up(min(rows, math.ceil(1.25 * rows * (slots + gen_slots) / total)))
     if min(slots, gen_slots, block_rows) < 1:
         raise ValueError("block: slots, gen_slots and block_rows must be positive")
-    if rows + block_rows >= 2**31 or (nnz and cols.max() >= 2**31):
+    if rows + 3 * block_rows >= 2**31 or num_cols >= 2**31:
         raise ValueError("block: rows or columns do not fit int32 indices")
 
     start, end, row0, last, cont = _chunk_bounds(indptr, is_gen, slots, gen_slots, block_rows,
@@ -189,25 +196,31 @@ def block(indptr, cols, coeff_ids, classes, *, target: int = TARGET_ENTRIES,
     n = len(start)
     chunk = np.repeat(np.arange(n), end - start)
     local = np.repeat(np.arange(rows), np.diff(indptr)) - row0[chunk]
-    drop = 2 * block_rows
+    R = block_rows
 
-    def fill(mask, width):
-        idx = np.flatnonzero(mask)
-        ch = chunk[idx]
-        first = np.searchsorted(idx, start)                     # first selected entry of each chunk
-        slot = np.arange(len(idx)) - first[ch]
-        c = np.zeros((n, width), np.int32)
-        s = np.full((n, width), drop, np.int32)
-        c[ch, slot] = cols[idx]
-        s[ch, slot] = local[idx] + block_rows * (cls[idx] == MINUS)
+    def fill(groups, width, pad_seg):
+        """Slots of each chunk: the entries of each (mask, segment offset)
+        group in turn, in entry order; padding after them."""
+        c = np.full((n, width), num_cols, np.int32)
+        s = np.full((n, width), pad_seg, np.int32)
+        used = np.zeros(n, np.int64)
+        for mask, offset in groups:
+            idx = np.flatnonzero(mask)
+            ch = chunk[idx]
+            first = np.searchsorted(idx, start)                 # first entry of each chunk
+            slot = used[ch] + np.arange(len(idx)) - first[ch]
+            c[ch, slot] = cols[idx]
+            s[ch, slot] = local[idx] + offset
+            used += np.searchsorted(idx, end) - first
         return idx, ch, slot, c, s
 
-    _, _, _, pm_cols, pm_seg = fill(~is_gen, slots)
-    gidx, gch, gslot, g_cols, g_seg = fill(is_gen, gen_slots)
+    _, _, _, pm_cols, pm_seg = fill([(cls == PLUS, R), (cls == MINUS, 2 * R)], slots, 3 * R)
+    gidx, gch, gslot, g_cols, g_seg = fill([(is_gen, 0)], gen_slots, R - 1)
     g_coeff = np.zeros((n, gen_slots), np.int32)
     g_coeff[gch, gslot] = coeff_ids[gidx]
     return BlockedCSR(pm_cols, pm_seg, g_cols, g_seg, g_coeff, row0.astype(np.int32),
-                      last.astype(np.int32), cont.astype(bool), rows, nnz, block_rows)
+                      last.astype(np.int32), cont.astype(bool), rows, int(num_cols), nnz,
+                      block_rows)
 
 
 def to_csr(m: BlockedCSR, plus_id: int, minus_id: int):
@@ -219,10 +232,9 @@ def to_csr(m: BlockedCSR, plus_id: int, minus_id: int):
     parts = []
     for cols, seg, ids in ((m.cols, m.seg, None), (m.gen_cols, m.gen_seg, m.gen_coeff)):
         cols, seg = np.asarray(cols), np.asarray(seg)
-        keep = seg < 2 * R
-        neg = seg >= R
-        row = (row0 + np.where(neg, seg - R, seg))[keep]
-        cid = (np.where(neg, minus_id, plus_id) if ids is None else np.asarray(ids))[keep]
+        keep = cols < m.num_cols
+        row = (row0 + seg % R)[keep]
+        cid = (np.where(seg >= 2 * R, minus_id, plus_id) if ids is None else np.asarray(ids))[keep]
         parts.append((row, cols[keep], cid))
     row, col, cid = (np.concatenate(x).astype(np.int64) for x in zip(*parts))
     order = np.lexsort((cid, col, row))
@@ -266,27 +278,31 @@ def element_major(w):
 
 
 def spmv(m: BlockedCSR, coeffs, wt):
-    """M·w for every instance: wt (n, B, 8) element-major Fr witnesses
+    """M·w for every instance: wt (num_cols, B, 8) element-major Fr witnesses
     (``element_major``), coeffs (8, n_coeffs) the Fr coefficient table ->
     (8, B, rows) canonical Fr (Montgomery).  One ``lax.scan`` step per chunk."""
+    if wt.shape[0] != m.num_cols or wt.shape[2:] != (8,):
+        raise ValueError(f"spmv: expected element-major Fr (num_cols={m.num_cols}, B, 8), "
+                         f"got {wt.shape}")
     B = wt.shape[1]
     R = m.block_rows
     if m.chunks == 0:
         return jnp.zeros((8, B, m.rows), jnp.uint32)
     if coeffs.shape[1] == 0:                 # no general entries can refer to an empty table
         coeffs = jnp.zeros((8, 1), jnp.uint32)
+    gather = functools.partial(jnp.take, wt, axis=0, mode="fill", fill_value=0)
 
     def step(state, ch):
         out, carry = state
         cols, seg, gcols, gseg, gcoeff, row0, last, cont = ch
-        v = jnp.take(wt, cols, axis=0, mode="clip")                       # (E, B, 8)
-        g = jnp.take(wt, gcols, axis=0, mode="clip")                      # (G, B, 8)
         k = jnp.take(coeffs, gcoeff, axis=1, mode="clip")[:, :, None]     # (8, G, 1)
-        gp = jnp.transpose(Fr.mul(jnp.transpose(g, (2, 0, 1)), k), (1, 2, 0))
-        terms = jnp.concatenate([v, gp], axis=0)                          # (E+G, B, 8)
+        gp = Fr.mul(jnp.transpose(gather(gcols), (2, 0, 1)), k)           # (8, G, B)
+        terms = jnp.concatenate([jnp.transpose(gp, (1, 2, 0)), gather(cols)])  # (G+E, B, 8)
         halves = jnp.stack([terms & 0xFFFF, terms >> 16], axis=-1).reshape(terms.shape[0], B * 16)
-        s = jax.ops.segment_sum(halves, jnp.concatenate([seg, gseg]), num_segments=2 * R)
-        x, t = _normalize(jnp.transpose(s.reshape(2, R, B, 16), (3, 0, 2, 1)))  # (8, 2, B, R)
+        s = jax.ops.segment_sum(halves, jnp.concatenate([gseg, seg]), num_segments=3 * R,
+                                indices_are_sorted=True)
+        s = jnp.transpose(s.reshape(3, R, B, 16), (3, 0, 2, 1))            # (16, 3, B, R)
+        x, t = _normalize(jnp.stack([s[:, 0] + s[:, 1], s[:, 2]], axis=1))   # (8, 2, B, R)
         vals = _reduce(x[:, 0], t[:, 0], x[:, 1], t[:, 1])                # (8, B, R)
         first = jnp.where(cont, Fr.add(vals[:, :, 0], carry), vals[:, :, 0])
         vals = vals.at[:, :, 0].set(first)

@@ -128,6 +128,8 @@ def test_extract_layout_and_metadata(small):
                for r in range(m.rows)]
         assert got == want, name
         assert blocked.nnz == sum(map(len, want))
+        ids = np.concatenate([np.asarray(blocked.gen_seg), np.asarray(blocked.seg)], axis=1)
+        assert np.all(np.diff(ids, axis=1) >= 0), name        # sorted segment ids per chunk
     assert Fr.to_int(m.coeffs).tolist() == list(r1cs.coeffs)
     used = lambda mat: {c for row in rows_of(mat, r1cs.coeffs) for c, x in row if x != 0}
     ua, ub = used(r1cs.a), used(r1cs.b)

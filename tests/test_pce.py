@@ -171,6 +171,10 @@ def test_extract_rejects_bad_input(small, what, message):
 # ---------------------------------------------------------------- evaluation
 def test_evaluate_matches_python_ints(small):
     r1cs, m = small
+    rows = [row for mat in (r1cs.a, r1cs.b, r1cs.c) for row in rows_of(mat, r1cs.coeffs)]
+    assert any(len({c for c, _ in row}) < len(row) for row in rows)        # duplicate columns
+    assert any(not row for row in rows) and max(map(len, rows)) > SMALL["slots"]
+    assert {0, 1, 2, R - 1} <= {x for row in rows for _, x in row}
     rng = random.Random(2)
     ws = random_witnesses(rng, 6, m.num_vars)
     a, b, c = pce.evaluate(m, to_device(ws, (2, 3)))
@@ -189,14 +193,14 @@ def test_evaluate_rejects_bad_witness(small):
 
 
 def test_lazy_sums_at_the_headroom_limit():
-    """Rows of exactly MAX_TERMS terms of value r−1 with coefficient +1 and
-    −1 (the largest half-limb sums the accumulators allow), a longer row
-    (cut into pieces and carried across chunks), and general coefficients on
-    the same long rows; default chunk sizes."""
+    """Rows of exactly MAX_TERMS terms near r (r−1, r−2, 5·(r−1) = r−5)
+    under +1, under −1, and under a general coefficient mixed with +1 (the
+    most terms one accumulator may take), and a longer row (cut into pieces
+    and carried across chunks); default chunk sizes."""
     n = 3
     big = spmv.MAX_TERMS
     rows = [[(1, 1)] * big, [(1, R - 1)] * big, [(1, 1), (2, R - 1)] * (big // 2 + 700),
-            [(1, 5)] * 3000 + [(2, 1)] * 10]
+            [(1, 5)] * (big // 2) + [(2, 1)] * (big // 2)]
     r1cs = make_r1cs("headroom", 1, n - 1, (rows, [[]] * 4, [[]] * 4))
     m = pce.extract(r1cs)
     assert m.a.chunks == 2 and np.asarray(m.a.cont).tolist() == [False, True]

@@ -62,7 +62,7 @@ from ops.elementwise import elementwise
 from ops.field import Fr
 
 PLUS, MINUS, GENERAL = 0, 1, 2
-MAX_TERMS = 1 << 16          # terms one segment may receive: 2^16 · (2^16 − 1) < 2^32
+MAX_TERMS = 1 << 16          # terms of one row in one chunk: 2^16 · (2^16 − 1) < 2^32
 TARGET_ENTRIES = 1 << 20     # default entries per chunk
 ALIGN = 128                  # slot counts are multiples of this
 
@@ -160,18 +160,19 @@ def block(indptr, cols, coeff_ids, classes, num_cols: int, *, target: int = TARG
 
     indptr (rows+1,), cols (nnz,), coeff_ids (nnz,) as in a CSR of a matrix
     with ``num_cols`` columns; classes: ``coefficient_classes`` of the
-    coefficient table.  Slot counts default to
-    about ``target`` entries per chunk split in the matrix's ±1 : general
-    ratio (with headroom), and block_rows to the rows such a chunk spans.
+    coefficient table.  Slot counts default to about ``target`` entries per
+    chunk split in the matrix's ±1 : general ratio (with headroom), and
+    block_rows to the rows such a chunk spans; max_terms (≤ MAX_TERMS) bounds
+    the terms of one row in one chunk.
     """
     indptr = np.asarray(indptr, np.int64)
     cols = np.asarray(cols, np.int64)
     coeff_ids = np.asarray(coeff_ids, np.int64)
     rows, nnz = len(indptr) - 1, int(indptr[-1])
-    if rows < 0 or indptr[0] != 0 or np.any(np.diff(indptr) < 0) or len(cols) != nnz \
+    if rows < 0 or indptr[:1].tolist() != [0] or np.any(np.diff(indptr) < 0) or len(cols) != nnz \
             or len(coeff_ids) != nnz:
-        raise ValueError(f"block: not a CSR matrix (indptr of length {len(indptr)} from "
-                         f"{indptr[:1]} to {indptr[-1:]}, {len(cols)} cols, {len(coeff_ids)} coeff ids)")
+        raise ValueError(f"block: not a CSR matrix (indptr of length {len(indptr)} must rise "
+                         f"from 0 to the {len(cols)} cols and {len(coeff_ids)} coeff ids)")
     if not 1 <= max_terms <= MAX_TERMS:
         raise ValueError(f"block: max_terms must be in [1, {MAX_TERMS}], got {max_terms}")
     if nnz and (coeff_ids.min() < 0 or coeff_ids.max() >= len(classes)):
@@ -200,10 +201,12 @@ def block(indptr, cols, coeff_ids, classes, num_cols: int, *, target: int = TARG
 
     def fill(groups, width, pad_seg):
         """Slots of each chunk: the entries of each (mask, segment offset)
-        group in turn, in entry order; padding after them."""
+        group in turn, in entry order, then padding.  Returns the column and
+        segment arrays and, per group, (entry, chunk, slot) of its entries."""
         c = np.full((n, width), num_cols, np.int32)
         s = np.full((n, width), pad_seg, np.int32)
         used = np.zeros(n, np.int64)
+        placed = []
         for mask, offset in groups:
             idx = np.flatnonzero(mask)
             ch = chunk[idx]
@@ -212,10 +215,11 @@ def block(indptr, cols, coeff_ids, classes, num_cols: int, *, target: int = TARG
             c[ch, slot] = cols[idx]
             s[ch, slot] = local[idx] + offset
             used += np.searchsorted(idx, end) - first
-        return idx, ch, slot, c, s
+            placed.append((idx, ch, slot))
+        return c, s, placed
 
-    _, _, _, pm_cols, pm_seg = fill([(cls == PLUS, R), (cls == MINUS, 2 * R)], slots, 3 * R)
-    gidx, gch, gslot, g_cols, g_seg = fill([(is_gen, 0)], gen_slots, R - 1)
+    pm_cols, pm_seg, _ = fill([(cls == PLUS, R), (cls == MINUS, 2 * R)], slots, 3 * R)
+    g_cols, g_seg, [(gidx, gch, gslot)] = fill([(is_gen, 0)], gen_slots, R - 1)
     g_coeff = np.zeros((n, gen_slots), np.int32)
     g_coeff[gch, gslot] = coeff_ids[gidx]
     return BlockedCSR(pm_cols, pm_seg, g_cols, g_seg, g_coeff, row0.astype(np.int32),

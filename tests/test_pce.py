@@ -140,6 +140,16 @@ def test_extract_layout_and_metadata(small):
     assert m.key == pce.cache_key(r1cs.name, m.shapes) and m.key.startswith("random-1-pce")
 
 
+def test_cache_key_tracks_name_version_and_shapes():
+    k = pce.cache_key("porep 32GiB/partition 3", (328, 10, 20))
+    assert k.startswith(f"porep-32GiB-partition-3-pce{pce.VERSION}-")
+    assert k == pce.cache_key("porep 32GiB/partition 3", (328, 10, 20))
+    others = {pce.cache_key("porep 32GiB/partition 3", (328, 10, 21)),
+              pce.cache_key("porep 32GiB/partition 4", (328, 10, 20)),
+              pce.cache_key("porep 32GiB/partition 3")}
+    assert k not in others and len(others) == 3
+
+
 def _broken(r1cs, what):
     k = r1cs.num_inputs
     if what == "coeff range":

@@ -219,6 +219,30 @@ def test_lazy_sums_at_the_headroom_limit():
     assert Fr.to_int(a).reshape(-1).tolist() == reference(r1cs, ws)[0][0]
 
 
+@pytest.mark.parametrize("interpret", [False, True], ids=["default", "pallas-interpret"])
+def test_row_reduction_kernel(interpret):
+    """The per-row kernel, on the default path and as the Pallas (GPU) kernel
+    body in interpret mode: raw limbs (xp + tp·2^254) − (xn + tn·2^254) mod r
+    for canonical xp, xn (< r) and t < 2^18, against Python ints."""
+    from ops.elementwise import KernelConfig, elementwise
+    from ops.limbs import to_limbs
+    rng = random.Random(6)
+    n = 64
+    xs = [[rng.randrange(1 << 254) for _ in range(n)] for _ in range(2)]
+    ts = [[rng.randrange(1 << 18) for _ in range(n)] for _ in range(2)]
+    for v in xs:
+        v[:3] = [0, (1 << 254) - 1, R - 1]
+    for v in ts:
+        v[:3] = [0, (1 << 18) - 1, 1]
+    raw = lambda v: jnp.asarray(np.array([to_limbs(x, 8) for x in v], np.uint32).T)
+    cfg = KernelConfig(interpret=True) if interpret else Fr.config
+    kernel = elementwise(spmv._reduce_formula, [(8,)] * 4, [((8,), jnp.uint32)], Fr.arith, cfg)
+    got = Fr._raw_int(np.asarray(kernel(raw(xs[0]), raw(ts[0]), raw(xs[1]), raw(ts[1]))))
+    want = [(xp + tp * 2**254 - xn - tn * 2**254) % R
+            for xp, tp, xn, tn in zip(xs[0], ts[0], xs[1], ts[1])]
+    assert got.tolist() == want
+
+
 # ---------------------------------------------------------------- satisfaction
 def satisfiable(seed, num_inputs=2, free=12, num_constraints=30):
     """Row i: (random A row)·(random B row) = 3·z_i − (random terms), over

@@ -294,14 +294,20 @@ def _checksum(x) -> str:
 
 
 def _write_arrays(path: str, arrays: dict):
-    with ocp.StandardCheckpointer() as ck:
+    ck = ocp.StandardCheckpointer()
+    try:
         ck.save(os.path.abspath(path), arrays)
         ck.wait_until_finished()
+    finally:
+        ck.close()
 
 
 def _read_arrays(path: str, abstract: dict) -> dict:
-    with ocp.StandardCheckpointer() as ck:
+    ck = ocp.StandardCheckpointer()
+    try:
         return ck.restore(os.path.abspath(path), abstract)
+    finally:
+        ck.close()
 
 
 def save(m: Matrices, directory: str, key: str | None = None) -> str:

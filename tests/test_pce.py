@@ -96,7 +96,7 @@ def reference(r1cs, ws):
 
 def random_witnesses(rng, n_inst, n_vars):
     ws = [[rng.randrange(R) for _ in range(n_vars)] for _ in range(n_inst)]
-    for i, w in enumerate(ws):
+    for w in ws:
         w[0] = 1
         if n_vars > 2:               # edge values
             w[1], w[2] = R - 1, 0
@@ -130,6 +130,10 @@ def test_extract_layout_and_metadata(small):
         assert blocked.nnz == sum(map(len, want))
         ids = np.concatenate([np.asarray(blocked.gen_seg), np.asarray(blocked.seg)], axis=1)
         assert np.all(np.diff(ids, axis=1) >= 0), name        # sorted segment ids per chunk
+        live = np.concatenate([np.asarray(blocked.gen_cols), np.asarray(blocked.cols)], 1) < m.num_vars
+        R_ = blocked.block_rows
+        per_row = [np.bincount(ids[q][live[q]] % R_, minlength=R_) for q in range(blocked.chunks)]
+        assert max(x.max() for x in per_row) == SMALL["max_terms"], name   # the headroom bound
     assert Fr.to_int(m.coeffs).tolist() == list(r1cs.coeffs)
     used = lambda mat: {c for row in rows_of(mat, r1cs.coeffs) for c, x in row if x != 0}
     ua, ub = used(r1cs.a), used(r1cs.b)

@@ -13,9 +13,9 @@ variable order (ONE, public inputs, aux).  Rows = num_constraints +
 num_inputs: after the gadget rows come bellperson's input rows
 (A = 1·input_i, B = C = 0).
 
-Entries with coefficient 0 are dropped at extraction (as cuzk's RecordingCS
-does), so the density bitmaps mark the variables that appear with a nonzero
-coefficient:
+The R1CS is taken as recorded (``circuits.cs`` canonicalises each row the way
+bellperson's linear combinations do), and the density bitmaps mark the
+variables that have an entry in the matrix:
 
 * ``a_aux_density`` (num_aux,): aux variable j appears in A (A's input
   density is full in bellperson's prover);
@@ -135,16 +135,6 @@ def _check_csr(name: str, m, rows: int, n_vars: int, n_coeffs: int):
     return indptr, cols, ids
 
 
-def _drop_zeros(indptr, cols, ids, zero_ids):
-    keep = ~np.isin(ids, zero_ids)
-    if keep.all():
-        return indptr, cols, ids
-    rows = len(indptr) - 1
-    row = np.repeat(np.arange(rows), np.diff(indptr))
-    counts = np.bincount(row[keep], minlength=rows)
-    return np.concatenate([[0], np.cumsum(counts)]), cols[keep], ids[keep]
-
-
 def _check_input_rows(r1cs, csrs, one_ids):
     """bellperson's input rows: row num_constraints + i is A = 1·input_i, B = C = 0."""
     m, k = r1cs.num_constraints, r1cs.num_inputs
@@ -181,9 +171,8 @@ def extract(r1cs, **block_args) -> Matrices:
     if bits.shape != (n_vars,) or bits.dtype != np.bool_:
         raise ValueError(f"extract: bit_vars must be bool of shape ({n_vars},), "
                          f"got {bits.dtype} {bits.shape}")
-    zero_ids = [i for i, x in enumerate(coeffs) if x == 0]
     one_ids = [i for i, x in enumerate(coeffs) if x == 1]
-    csrs = [_drop_zeros(*_check_csr(nm, mat, rows, n_vars, len(coeffs)), zero_ids)
+    csrs = [_check_csr(nm, mat, rows, n_vars, len(coeffs))
             for nm, mat in (("a", r1cs.a), ("b", r1cs.b), ("c", r1cs.c))]
     _check_input_rows(r1cs, csrs, one_ids)
 

@@ -121,7 +121,7 @@ def test_extract_layout_and_metadata(small):
     assert m.a.chunks > 5 and m.b.chunks > 5 and np.asarray(m.a.cont).any()
     one, minus = r1cs.coeffs.index(1), r1cs.coeffs.index(R - 1)
     for name, mat, blocked in (("a", r1cs.a, m.a), ("b", r1cs.b, m.b), ("c", r1cs.c, m.c)):
-        want = [sorted((c, r1cs.coeffs.index(x)) for c, x in row if x != 0)
+        want = [sorted((c, r1cs.coeffs.index(x)) for c, x in row)
                 for row in rows_of(mat, r1cs.coeffs)]
         indptr, cols, ids = spmv.to_csr(blocked, one, minus)
         got = [list(zip(cols[indptr[r]:indptr[r + 1]].tolist(), ids[indptr[r]:indptr[r + 1]].tolist()))
@@ -135,7 +135,7 @@ def test_extract_layout_and_metadata(small):
         per_row = [np.bincount(ids[q][live[q]] % R_, minlength=R_) for q in range(blocked.chunks)]
         assert max(x.max() for x in per_row) == SMALL["max_terms"], name   # the headroom bound
     assert Fr.to_int(m.coeffs).tolist() == list(r1cs.coeffs)
-    used = lambda mat: {c for row in rows_of(mat, r1cs.coeffs) for c, x in row if x != 0}
+    used = lambda mat: {c for row in rows_of(mat, r1cs.coeffs) for c, _ in row}
     ua, ub = used(r1cs.a), used(r1cs.b)
     assert np.asarray(m.a_aux_density).tolist() == [k + j in ua for j in range(aux)]
     assert np.asarray(m.b_input_density).tolist() == [i in ub for i in range(k)]

@@ -198,6 +198,18 @@ def test_evaluate_matches_python_ints(small):
         assert Fr.to_int(got).reshape(6, m.rows).tolist() == exp
 
 
+def test_evaluate_larger_circuit_default_sizing():
+    """A few thousand rows with the automatic chunk sizing (``target``
+    entries per chunk) instead of SMALL; every row checked."""
+    r1cs = random_r1cs(7, num_inputs=5, num_aux=1500, num_constraints=3000)
+    m = pce.extract(r1cs, target=2048)
+    assert min(x.chunks for x in (m.a, m.b, m.c)) > 3
+    ws = random_witnesses(random.Random(8), 2, m.num_vars)
+    outs = pce.evaluate(m, to_device(ws, (2,)))
+    for got, exp in zip(outs, reference(r1cs, ws)):
+        assert Fr.to_int(got).tolist() == exp
+
+
 def test_evaluate_rejects_bad_witness(small):
     _, m = small
     with pytest.raises(ValueError, match="witness"):

@@ -1,0 +1,244 @@
+"""NTT and MSM benchmarks (issue: NTT and MSM on the GPU).
+
+One JSON record per case: case, log_n, device, jax, commit, compile_s (AOT
+lower + compile of the case's program), median/min/max seconds over >= 5
+timed repetitions after a warm-up, XLA's memory analysis of the program
+(arguments + outputs + temporaries = its peak device bytes) and whether the
+result was checked:
+
+* ntt: intt(ntt(x)) == x on the device for the timed x;
+* msm: bases are P_i = k_i·G for device-random k_i, so Σ s_i·P_i must equal
+  (Σ s_i·k_i mod r)·G, the dot product summed on the device and the one
+  multiplication done by py_ecc;
+* msm_bits75: 75% of the scalars are 0 or 1 (half each), the rest random,
+  timed against the plain MSM on uniform scalars of the same size;
+* msm_budget (``--budget LOG_N``): run in a child process whose JAX memory
+  pool is capped at ``--budget-gb`` (XLA_PYTHON_CLIENT_MEM_FRACTION), bases
+  in host memory, processed in chunks chosen by ``MSMConfig.budget_bytes``;
+  the record holds the child's peak bytes in use.
+
+    python -m bench.ntt_msm --ntt 16,18,20,22,24 --g1 16,18,20,22,24 --g2 16,18,20 \
+        --bits 22,24 --out bench/results/ntt_msm_h200.jsonl
+    python -m bench.ntt_msm --budget 26 --budget-gb 16 --out bench/results/ntt_msm_h200.jsonl
+
+Goals (issue) and anchors (research/perf-anchors.md): NTT 2^20 <= 0.5 ms,
+2^24 <= 10 ms (no published 255-bit GPU NTT at these sizes; ICICLE's BN254
+computeH implies <= 68 ms per 2^24 NTT on a 3090 Ti); MSM G1 2^20 <= 20 ms,
+2^22 <= 60 ms, 2^24 <= 110 ms (anchor: Yrrid/Snarkify ~107 ms per 2^24
+BLS12-381 MSM H200-scaled; floor: T·W mixed additions at the measured
+1.0e9 G1 madd/s); MSM G2 2^20 <= 60 ms; bits75 >= 3x faster than plain.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
+
+from bench.common import emit, environment, time_fn
+from ops import msm as M
+from ops import ntt as N
+from ops.curve import G1, G2
+from ops.field import Fr
+
+GOALS = {("ntt", 20): 0.5e-3, ("ntt", 24): 10e-3, ("msm_G1", 20): 20e-3, ("msm_G1", 22): 60e-3,
+         ("msm_G1", 24): 110e-3, ("msm_G2", 20): 60e-3}
+
+
+def rand_fr(key, n):
+    """Uniform values < 2^254 (< r), used directly as Montgomery forms."""
+    x = jax.random.bits(key, (8, n), jnp.uint32)
+    return x.at[7].set(x[7] & jnp.uint32(0x3FFFFFFF))
+
+
+@jax.jit
+def _dot_partial(s, k):
+    """Σ_i s_i·k_i as 1024 partial sums (Fr, Montgomery): (8, n) -> (8, 1024)."""
+    w = min(1024, s.shape[-1])
+    prod = Fr.mul(s, k).reshape(8, -1, w)
+
+    def body(j, acc):
+        return Fr.add(acc, lax.dynamic_index_in_dim(prod, j, axis=1, keepdims=False))
+
+    return lax.fori_loop(0, prod.shape[1], body, jnp.zeros((8, w), jnp.uint32))
+
+
+def dot_int(s, k) -> int:
+    return int(sum(int(v) for v in Fr.to_int(np.asarray(_dot_partial(s, k))))) % Fr.p
+
+
+def expected_point(curve, d: int):
+    from py_ecc import optimized_bls12_381 as ob
+    if d == 0:
+        return None
+    if curve is G1:
+        x, y = ob.normalize(ob.multiply(ob.G1, d))
+        return int(x), int(y)
+    x, y = ob.normalize(ob.multiply(ob.G2, d))
+    return (int(x.coeffs[0]), int(x.coeffs[1])), (int(y.coeffs[0]), int(y.coeffs[1]))
+
+
+def make_bases(curve, k, chunk: int = 1 << 22):
+    """Affine P_i = k_i·G on the device, in chunks."""
+    g = curve.generator_affine()
+    outs = []
+    for lo in range(0, k.shape[-1], chunk):
+        kk = k[:, lo:lo + chunk]
+        outs.append(curve.to_affine(curve.fixed_base_mul(g, kk, window=8)))
+    return jnp.concatenate(outs, axis=-1) if len(outs) > 1 else outs[0]
+
+
+def base_record(case, log_n, **kw):
+    r = {"case": case, "log_n": log_n, "n": 1 << log_n, **environment()}
+    r.update(kw)
+    goal = GOALS.get((case, log_n))
+    if goal:
+        r["goal_s"] = goal
+    return r
+
+
+def aot(fn, *args):
+    t = time.perf_counter()
+    compiled = fn.lower(*args).compile()
+    dt = time.perf_counter() - t
+    mem = None
+    try:
+        ma = compiled.memory_analysis()
+        mem = int(ma.argument_size_in_bytes + ma.output_size_in_bytes + ma.temp_size_in_bytes
+                  - ma.alias_size_in_bytes)
+    except Exception:  # noqa: BLE001 - not every backend reports it
+        pass
+    return compiled, dt, mem
+
+
+def bench_ntt(log_ns, out, reps):
+    key = jax.random.PRNGKey(0)
+    for ln in log_ns:
+        dom = N.domain(ln)
+        x = rand_fr(jax.random.fold_in(key, ln), 1 << ln)
+        # bring x to canonical Montgomery form (< r): values < 2^254 already are
+        f, comp, mem = aot(N.ntt, x, dom)
+        X = f(x, dom)
+        ok = bool(jnp.all(N.intt(X, dom) == x))
+        t = time_fn(f, (x, dom), reps=reps)
+        emit(base_record("ntt", ln, compile_s=comp, xla_peak_bytes=mem, checked=ok, **t), out)
+
+
+def bench_msm(curve, log_ns, out, reps, bits=()):
+    key = jax.random.PRNGKey(1)
+    top = max(list(log_ns) + list(bits))
+    n_top = 1 << top
+    k = rand_fr(jax.random.fold_in(key, 1), n_top)
+    s = rand_fr(jax.random.fold_in(key, 2), n_top)
+    t0 = time.perf_counter()
+    bases = make_bases(curve, k)
+    jax.block_until_ready(bases)
+    print(f"# {curve.name}: bases 2^{top} made in {time.perf_counter() - t0:.1f} s", flush=True)
+    cfg = M.default_config()
+    name = f"msm_{curve.name}"
+
+    def one(case, ln, sc):
+        n = 1 << ln
+        b, ss = bases[..., :n], sc[:, None, :n]
+        c = M.choose_window(n)
+        f, comp, mem = aot(M._msm_jit, curve, b, ss, c, cfg)
+        res = f(b, ss)
+        got = curve.to_affine_ints(res[..., 0])
+        ok = got == expected_point(curve, dot_int(sc[:, :n], k[:, :n]))
+        t = time_fn(f, (b, ss), reps=reps)
+        emit(base_record(case, ln, window=c, lanes=cfg.lanes, compile_s=comp, xla_peak_bytes=mem,
+                         checked=ok, **t), out)
+        return t["median_s"]
+
+    for ln in log_ns:
+        one(name, ln, s)
+    for ln in bits:
+        kk = jax.random.fold_in(key, 100 + ln)
+        u = jax.random.uniform(kk, (n_top,))
+        bit = jnp.where(jax.random.bernoulli(jax.random.fold_in(kk, 1), 0.5, (n_top,)),
+                        jnp.asarray(Fr.ones((n_top,))), jnp.uint32(0))
+        sb = jnp.where(u < 0.75, bit, s)
+        plain = one(name, ln, s) if ln not in log_ns else None
+        tb = one(f"{name}_bits75", ln, sb)
+        if plain is not None:
+            print(f"# bits75 speedup at 2^{ln}: {plain / tb:.2f}x", flush=True)
+
+
+def bench_budget(ln, gb, out):
+    """Child process: MSM G1 over 2^ln host-resident bases with a capped pool."""
+    if os.environ.get("JAXPROVE_BUDGET_CHILD") != "1":
+        try:         # total device memory, without initialising JAX in this process
+            q = subprocess.run(["nvidia-smi", "--query-gpu=memory.total", "--format=csv,noheader,nounits"],
+                               capture_output=True, text=True, timeout=30)
+            total = float(q.stdout.split()[0]) * 2**20
+        except (OSError, ValueError, IndexError, subprocess.SubprocessError):
+            total = 141e9
+        env = dict(os.environ, JAXPROVE_BUDGET_CHILD="1",
+                   XLA_PYTHON_CLIENT_MEM_FRACTION=f"{min(0.95, gb * 1e9 / total):.4f}")
+        cmd = [sys.executable, "-m", "bench.ntt_msm", "--budget", str(ln), "--budget-gb", str(gb)]
+        if out:
+            cmd += ["--out", out]
+        raise SystemExit(subprocess.call(cmd, env=env))
+    n = 1 << ln
+    key = jax.random.PRNGKey(3)
+    chunk = 1 << 22
+    host_bases, dots = [], 0
+    for lo in range(0, n, chunk):
+        kk = rand_fr(jax.random.fold_in(key, lo // chunk), chunk)
+        ss = rand_fr(jax.random.fold_in(key, 10_000 + lo // chunk), chunk)
+        host_bases.append(np.asarray(make_bases(G1, kk)))
+        dots = (dots + dot_int(ss, kk)) % Fr.p
+    bases = np.concatenate(host_bases, axis=-1)
+    del host_bases
+    s = jnp.concatenate([rand_fr(jax.random.fold_in(key, 10_000 + i), chunk)
+                         for i in range(n // chunk)], axis=-1)
+    limit = jax.devices()[0].memory_stats().get("bytes_limit")
+    cfg = M.MSMConfig(budget_bytes=int(min(limit, gb * 1e9) * 0.6))
+    f = lambda: M.msm(G1, bases, s[:, None, :], cfg)
+    t = time.perf_counter()
+    res = f()
+    first = time.perf_counter() - t
+    ok = G1.to_affine_ints(res[..., 0]) == expected_point(G1, dots)
+    ts = []
+    for _ in range(5):
+        t = time.perf_counter()
+        jax.block_until_ready(f())
+        ts.append(time.perf_counter() - t)
+    st = jax.devices()[0].memory_stats()
+    emit(base_record("msm_G1_budget", ln, budget_gb=gb, pool_limit_bytes=limit,
+                     chunk_budget_bytes=cfg.budget_bytes, peak_bytes=st.get("peak_bytes_in_use"),
+                     first_call_s=first, median_s=float(np.median(ts)), min_s=min(ts), max_s=max(ts),
+                     reps=5, checked=ok), out)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ints = lambda s: [int(v) for v in s.split(",") if v]
+    ap.add_argument("--ntt", type=ints, default=[])
+    ap.add_argument("--g1", type=ints, default=[])
+    ap.add_argument("--g2", type=ints, default=[])
+    ap.add_argument("--bits", type=ints, default=[], help="G1 sizes for the 75%%-bits case")
+    ap.add_argument("--budget", type=int, default=None)
+    ap.add_argument("--budget-gb", type=float, default=16.0)
+    ap.add_argument("--reps", type=int, default=5)
+    ap.add_argument("--out", default=None)
+    a = ap.parse_args()
+    if a.ntt:
+        bench_ntt(a.ntt, a.out, a.reps)
+    if a.g1 or a.bits:
+        bench_msm(G1, a.g1, a.out, a.reps, a.bits)
+    if a.g2:
+        bench_msm(G2, a.g2, a.out, a.reps)
+    if a.budget is not None:
+        bench_budget(a.budget, a.budget_gb, a.out)
+
+
+if __name__ == "__main__":
+    main()

@@ -162,7 +162,8 @@ def block(indptr, cols, coeff_ids, classes, num_cols: int, *, target: int = TARG
     with ``num_cols`` columns; classes: ``coefficient_classes`` of the
     coefficient table.  Slot counts default to about ``target`` entries per
     chunk split in the matrix's ±1 : general ratio (with headroom), and
-    block_rows to the rows such a chunk spans; max_terms (≤ MAX_TERMS) bounds
+    block_rows to the rows such a chunk spans (at most 2·target, which bounds
+    the working set of mostly empty matrices); max_terms (≤ MAX_TERMS) bounds
     the terms of one row in one chunk.
     """
     indptr = np.asarray(indptr, np.int64)
@@ -186,7 +187,8 @@ def block(indptr, cols, coeff_ids, classes, num_cols: int, *, target: int = TARG
     total = max(nnz, 1)
     slots = slots or _round_up(min(n_pm, math.ceil(1.1 * target * n_pm / total)))
     gen_slots = gen_slots or _round_up(min(n_gen, math.ceil(1.25 * target * n_gen / total)))
-    block_rows = block_rows or _round_up(min(rows, math.ceil(1.25 * rows * (slots + gen_slots) / total)))
+    block_rows = block_rows or _round_up(min(rows, 2 * target,
+                                             math.ceil(1.25 * rows * (slots + gen_slots) / total)))
     if min(slots, gen_slots, block_rows) < 1:
         raise ValueError("block: slots, gen_slots and block_rows must be positive")
     if rows + 3 * block_rows >= 2**31 or num_cols >= 2**31:

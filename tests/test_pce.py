@@ -75,6 +75,8 @@ def random_r1cs(seed, num_inputs=3, num_aux=40, num_constraints=50):
     rng = random.Random(seed)
     n = num_inputs + num_aux
     abc = [random_rows(rng, num_constraints, n) for _ in range(3)]
+    for rows in abc:                 # a run of empty rows longer than SMALL's block_rows
+        rows[20:32] = [[] for _ in range(12)]
     bits = np.array([rng.random() < 0.3 for _ in range(n)])
     return make_r1cs(f"random/{seed}", num_inputs, num_aux, abc, bits)
 

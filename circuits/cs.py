@@ -241,7 +241,7 @@ def _canonical_rows(lc: LC):
     live = key != _PAD
     rows = np.broadcast_to(np.arange(n)[:, None], (n, k))[live]
     v, c = key[live], coef[live]
-    if v.size and v[0] == NOVAR:
+    if v.size and (v == NOVAR).any():
         raise ValueError("enforce: a linear combination uses an unallocated (masked-out) "
                          "variable slot")
     if v.size > 1:
@@ -392,14 +392,16 @@ def bits_to_fr(bits):
     return jnp.where(bits[None] != 0, one, jnp.uint32(0))
 
 
-def _interleave(flags, blocks):
-    """Blocks stacked over T scanned steps -> one block in step-major order:
-    bits (T, n_j) stay bits if all are bits, else all become Fr (8, T·Σn)."""
-    if all(flags):
-        return True, jnp.concatenate(blocks, axis=1).reshape(-1)
-    frs = [jnp.moveaxis(bits_to_fr(b), 0, 1) if bit else b for bit, b in zip(flags, blocks)]
-    cat = jnp.concatenate(frs, axis=-1)                     # (T, 8, Σn)
-    return False, jnp.moveaxis(cat, 1, 0).reshape(Fr.L, -1)
+def _merge(blocks):
+    """Consecutive allocation blocks [(bit, values)] -> one block (bit, values):
+    bits stay bits if all are bits, else everything becomes Fr (8, n).
+    None if there are none."""
+    if not blocks:
+        return None
+    if all(bit for bit, _ in blocks):
+        return True, jnp.concatenate([v for _, v in blocks])
+    frs = [bits_to_fr(v) if bit else v for bit, v in blocks]
+    return False, jnp.concatenate(frs, axis=-1)
 
 
 class WitnessBuilder:
@@ -426,8 +428,9 @@ class WitnessBuilder:
         elif v.dtype != jnp.uint32:
             raise ValueError(f"alloc: Fr values must be uint32 limbs, got {v.dtype}")
         flat = v.reshape(-1) if bit else v.reshape(Fr.L, -1)
-        if where is not None:
-            idx = np.flatnonzero(np.broadcast_to(np.asarray(where, bool), shape))
+        mask = None if where is None else np.broadcast_to(np.asarray(where, bool), shape)
+        if mask is not None and not mask.all():
+            idx = np.flatnonzero(mask)
             flat = flat[idx] if bit else flat[:, idx]
         (self._inputs if input else self._aux).append((bit, flat))
         return v
@@ -478,36 +481,39 @@ class WitnessBuilder:
             if t2 != c_tree:
                 raise RuntimeError("cs.loop: the scanned step changed the carry's structure")
             y_leaves, meta["y"] = jax.tree_util.tree_flatten(y)
-            meta["inputs"] = [b for b, _ in sub._inputs]
-            meta["aux"] = [b for b, _ in sub._aux]
+            blocks = []
+            for name, store in (("inputs", sub._inputs), ("aux", sub._aux)):
+                meta[name] = _merge(store)
+                blocks.append(None if meta[name] is None else meta[name][1])
             out = [jnp.asarray(v).astype(jnp.asarray(u).dtype) for v, u in zip(l2, c)]
-            return out, ([f for _, f in sub._inputs], [f for _, f in sub._aux],
-                         [jnp.asarray(v) for v in y_leaves])
+            return out, (blocks, [jnp.asarray(v) for v in y_leaves])
 
         init = [jnp.asarray(v) for v in c_leaves]
-        c_out, (ins, aux, ys) = jax.lax.scan(step, init, stacked, length=len(xs))
-        for store, flags, blocks in ((self._inputs, meta["inputs"], ins),
-                                     (self._aux, meta["aux"], aux)):
-            if blocks:
-                store.append(_interleave(flags, blocks))
+        c_out, (blocks, ys) = jax.lax.scan(step, init, stacked, length=len(xs))
+        for name, store, block in (("inputs", self._inputs, blocks[0]), ("aux", self._aux, blocks[1])):
+            if block is not None:                 # step-major order
+                bit = meta[name][0]
+                store.append((bit, block.reshape(-1) if bit
+                              else jnp.moveaxis(block, 1, 0).reshape(Fr.L, -1)))
         ys = [jax.tree_util.tree_unflatten(meta["y"], [v[i] for v in ys]) for i in range(len(xs))]
         return jax.tree_util.tree_unflatten(c_tree, c_out), ys
 
     def assemble(self):
-        """The witness of this instance: Fr ``(8, num_inputs + num_aux)``."""
+        """The witness of this instance: Fr ``(8, num_inputs + num_aux)``;
+        runs of consecutive bit blocks are converted at once."""
         blocks = [(True, jnp.ones((1,), jnp.uint32))] + self._inputs + self._aux
         out, run = [], []
-        for bit, flat in blocks:          # consecutive bit blocks are converted at once
+        for bit, flat in blocks:
             if bit:
-                run.append(flat)
+                run.append((bit, flat))
                 continue
             if run:
-                out.append(bits_to_fr(jnp.concatenate(run)))
+                out.append(_merge(run)[1])
                 run = []
             out.append(flat)
         if run:
-            out.append(bits_to_fr(jnp.concatenate(run)))
-        return jnp.concatenate(out, axis=-1)
+            out.append(_merge(run)[1])
+        return jnp.concatenate([bits_to_fr(v) if v.ndim == 1 else v for v in out], axis=-1)
 
 
 @functools.lru_cache(maxsize=64)

@@ -28,6 +28,13 @@ def constant_words(cs, values) -> Bits:
     return constant(cs, (v[..., None] >> np.arange(32, dtype=np.uint64)) & 1)
 
 
+def alloc_words(cs, shape, value=None) -> Bits:
+    """UInt32::alloc over a tensor: 32 allocated bits per word (one boolean
+    row each), least significant first; ``value`` returns the bits
+    ``(*shape, 32)``."""
+    return alloc_bits(cs, tuple(shape) + (32,), value)
+
+
 def from_bits_be(bits: Bits) -> Bits:
     """UInt32::from_bits_be: ``(..., 32)`` most significant bit first."""
     return bits.flip(-1)
@@ -62,7 +69,10 @@ def sha256_maj(cs, a: Bits, b: Bits, c: Bits) -> Bits:
 
 
 def word_value(word: Bits):
-    """Witness mode: the uint32 value of words ``(*shape, 32)`` -> ``(*shape)``."""
+    """Witness mode: the uint32 value of words ``(*shape, 32)`` -> ``(*shape)``
+    (None in record mode)."""
+    if word.value is None:
+        return None
     return jnp.sum(word.value << jnp.arange(32, dtype=jnp.uint32), axis=-1, dtype=jnp.uint32)
 
 
@@ -111,13 +121,15 @@ class MultiEq:
 
 
 def _sum_bits(words, nbits: int):
-    """Witness mode: the bits (…, nbits) of the sum of words (…, 32), split in
-    16-bit halves so every partial sum fits in uint32."""
-    sh = jnp.arange(16, dtype=jnp.uint32)
-    lo = sum(jnp.sum(w.value[..., :16] << sh, -1, dtype=jnp.uint32) for w in words)
-    hi = sum(jnp.sum(w.value[..., 16:] << sh, -1, dtype=jnp.uint32) for w in words)
+    """Witness mode: the bits (…, nbits) of the sum of words (…, 32).  The
+    column sums (at most 10 per bit position) are weighted and summed per
+    16-bit half, so every partial sum fits in uint32."""
+    col = sum(w.value for w in words)                                  # (…, 32)
+    col = col.reshape(col.shape[:-1] + (2, 16)) << jnp.arange(16, dtype=jnp.uint32)
+    halves = jnp.sum(col, -1, dtype=jnp.uint32)                        # (…, 2)
+    lo, hi = halves[..., 0], halves[..., 1]
     hi = hi + (lo >> 16)
-    low_bits = (lo[..., None] >> sh) & 1
+    low_bits = (lo[..., None] >> jnp.arange(16, dtype=jnp.uint32)) & 1
     high_bits = (hi[..., None] >> jnp.arange(nbits - 16, dtype=jnp.uint32)) & 1
     return jnp.concatenate([low_bits, high_bits], -1).astype(jnp.uint32)
 

@@ -146,6 +146,7 @@ def main():
            "batch": a.batch, "general": a.general, "cols": a.cols, "density": list(density),
            "chunks": [x.chunks for x in (m.a, m.b, m.c)],
            "slots": [[x.slots, x.gen_slots, x.block_rows] for x in (m.a, m.b, m.c)],
+           "matrices_bytes": m.nbytes,
            "synthesis_s": round(gen_s, 2), "extract_s": round(extract_s, 2),
            "compile_s": round(compile_s, 2), **r,
            "nnz_per_s": nnz * a.batch / r["median_s"],

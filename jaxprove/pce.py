@@ -106,6 +106,11 @@ class Matrices:
     def key(self) -> str:
         return cache_key(self.name, self.shapes)
 
+    @property
+    def nbytes(self) -> int:
+        """Device bytes held by the arrays (for memory budgets)."""
+        return sum(int(x.nbytes) for x in jax.tree.leaves(self))
+
 
 def cache_key(name: str, shapes=()) -> str:
     """Cache key of a topology: a readable slug of the circuit name (with its

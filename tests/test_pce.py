@@ -144,6 +144,7 @@ def test_extract_layout_and_metadata(small):
     assert np.asarray(m.b_aux_density).tolist() == [k + j in ub for j in range(aux)]
     assert np.array_equal(np.asarray(m.bit_vars), r1cs.bit_vars)
     assert m.key == pce.cache_key(r1cs.name, m.shapes) and m.key.startswith("random-1-pce")
+    assert m.nbytes == sum(np.asarray(x).nbytes for x in pce._flat(m).values())
 
 
 def test_cache_key_tracks_name_version_and_shapes():

@@ -7,13 +7,17 @@ A/B/C 2.4/1.0/2.2 nonzeros per row, 722 M in all) or a smaller one
 uniform over all variables (``--cols random``, the worst case for the gather)
 or within a window around the row's position (``--cols local``),
 coefficients +1 / −1 (4:1) except a fraction ``--general`` of arbitrary Fr
-constants; bellperson's input rows appended.  One JSON record per run
-(bench/common.py): extraction seconds (host planning + transfer), compile
-seconds of ``pce.evaluate``, median/min/max seconds per evaluation over >= 5
-runs after a warm-up, nonzeros/s (× batch), and GB/s of a minimum-traffic
-model (index arrays once, one 32-byte witness element per nonzero and
-instance, the witness transposed once, each output row written once); a
-sample of rows of every matrix is checked against Python integers.
+constants; bellperson's input rows appended.  Two JSON records per run
+(bench/common.py):
+
+* "pce.evaluate": extraction seconds (host planning + transfer), compile
+  seconds of ``pce.evaluate``, median/min/max seconds per evaluation over
+  >= 5 runs after a warm-up, nonzeros/s (× batch), and GB/s of a
+  minimum-traffic model (index arrays once, one 32-byte witness element per
+  nonzero and instance, the witness transposed once, each output row written
+  once); a sample of rows of every matrix is checked against Python ints;
+* "gather_floor": the same witness transpose and column gathers alone, the
+  memory-traffic floor the evaluation is measured against.
 
     python -m bench.pce --rows 1000                       # CPU smoke run
     python -m bench.pce --out bench/results/pce_h200.jsonl  # full PoRep shape
@@ -79,6 +83,19 @@ def traffic_bytes(m: pce.Matrices, batch: int) -> int:
         total += x.cols.nbytes + x.seg.nbytes + x.gen_cols.nbytes + x.gen_seg.nbytes \
             + x.gen_coeff.nbytes
         total += 32 * batch * x.nnz + 32 * batch * x.rows
+    return total
+
+
+@jax.jit
+def gather_floor(m: pce.Matrices, w):
+    """The main memory traffic of an evaluation and nothing else: the
+    element-major witness copy and a gather of every ±1 slot of A, B and C,
+    summed (mod 2^32) so that nothing is optimised away."""
+    wt = spmv.element_major(w.reshape(Fr.L, -1, m.num_vars))
+    total = jnp.uint32(0)
+    for x in (m.a, m.b, m.c):
+        g = jnp.take(wt, x.cols.reshape(-1), axis=0, mode="fill", fill_value=0)
+        total = total + jnp.sum(g, dtype=jnp.uint32)
     return total
 
 
@@ -154,6 +171,15 @@ def main():
            "peak_bytes": peak_memory_bytes(), "correct_vs_python": checked,
            "command": argv_command(), **env, "anchor": ANCHOR}
     emit(rec, a.out)
+
+    comp = gather_floor.lower(m, w).compile()
+    r = time_fn(comp, (m, w), reps=a.reps)
+    slots = sum(x.cols.size for x in (m.a, m.b, m.c))
+    moved = 2 * 32 * a.batch * m.num_vars + slots * (4 + 32 * a.batch)
+    emit({"case": "gather_floor", "rows": m.rows, "batch": a.batch, "cols": a.cols, "slots": slots,
+          **r, "gb_per_s": moved / r["median_s"] / 1e9, "command": argv_command(), **env,
+          "anchor": "the transpose and gathers of pce.evaluate alone (a floor for its time)"},
+         a.out)
 
 
 if __name__ == "__main__":

@@ -8,8 +8,8 @@ result was checked:
 
 * ntt: intt(ntt(x)) == x on the device for the timed x;
 * msm: bases are P_i = k_i·G for device-random k_i, so Σ s_i·P_i must equal
-  (Σ s_i·k_i mod r)·G, the dot product summed on the device and the one
-  multiplication done by py_ecc;
+  (Σ s_i·k_i mod r)·G, the dot product summed on the device and the right
+  side computed by the fixed-base windowed multiplication;
 * msm_bits75: 75% of the scalars are 0 or 1 (half each), the rest random,
   timed against the plain MSM on uniform scalars of the same size;
 * msm_budget (``--budget LOG_N``): run in a child process whose JAX memory
@@ -74,15 +74,11 @@ def dot_int(s, k) -> int:
     return int(sum(int(v) for v in Fr.to_int(np.asarray(_dot_partial(s, k))))) % Fr.p
 
 
-def expected_point(curve, d: int):
-    from py_ecc import optimized_bls12_381 as ob
-    if d == 0:
-        return None
-    if curve is G1:
-        x, y = ob.normalize(ob.multiply(ob.G1, d))
-        return int(x), int(y)
-    x, y = ob.normalize(ob.multiply(ob.G2, d))
-    return (int(x.coeffs[0]), int(x.coeffs[1])), (int(y.coeffs[0]), int(y.coeffs[1]))
+def matches(curve, res, d: int) -> bool:
+    """res == d·G, the right side by the fixed-base windowed multiplication
+    (a different algorithm, tested against py_ecc on the CPU)."""
+    want = curve.fixed_base_mul(curve.generator_affine(), jnp.asarray(Fr.from_int([d])), window=4)
+    return bool(curve.eq(res.reshape(curve.proj + (1,)), want)[0])
 
 
 def make_bases(curve, k, chunk: int = 1 << 22):
@@ -150,8 +146,7 @@ def bench_msm(curve, log_ns, out, reps, bits=()):
         c = M.choose_window(n)
         f, comp, mem = aot(M._msm_jit, curve, b, ss, c, cfg)
         res = f(b, ss)
-        got = curve.to_affine_ints(res[..., 0])
-        ok = got == expected_point(curve, dot_int(sc[:, :n], k[:, :n]))
+        ok = matches(curve, res[..., 0], dot_int(sc[:, :n], k[:, :n]))
         t = time_fn(f, (b, ss), reps=reps)
         emit(base_record(case, ln, window=c, lanes=cfg.lanes, compile_s=comp, xla_peak_bytes=mem,
                          checked=ok, **t), out)
@@ -205,7 +200,7 @@ def bench_budget(ln, gb, out):
     t = time.perf_counter()
     res = f()
     first = time.perf_counter() - t
-    ok = G1.to_affine_ints(res[..., 0]) == expected_point(G1, dots)
+    ok = matches(G1, res[..., 0], dots)
     ts = []
     for _ in range(5):
         t = time.perf_counter()

@@ -323,7 +323,7 @@ def reduce_buckets(curve: Curve, buckets, G: int, c: int, cfg: MSMConfig):
     terms = jnp.concatenate([Sm, R], axis=-1)
     terms = curve.scalar_mul_int(terms, jnp.asarray(limbs), nbits)
     gkey = np.tile(np.repeat(np.arange(G, dtype=np.int32), W * ng), 2)
-    order = np.argsort(gkey, kind="stable")
+    order = np.argsort(gkey, kind="stable").astype(np.int32)
     keys = jnp.asarray(gkey[order])
     terms = jnp.take(terms, jnp.asarray(order), axis=-1)
     return _reduce_parts(curve, keys, terms, curve.identity((G,)), cfg)

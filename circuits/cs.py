@@ -100,6 +100,7 @@ class CoeffTable:
     def __init__(self):
         self.values: list[int] = []
         self._index: dict[int, int] = {}
+        self._cache: dict[tuple, np.ndarray] = {}
         for v in (0, 1, R_FR - 1):
             self.id(v)
 
@@ -112,7 +113,14 @@ class CoeffTable:
         return i
 
     def ids(self, xs) -> np.ndarray:
-        """Python ints (any nesting / object array) -> int32 ids, same shape."""
+        """Python ints (any nesting / object array) -> int32 ids, same shape
+        (flat lists and tuples are cached: gadgets reuse weight vectors)."""
+        if isinstance(xs, (list, tuple)) and all(isinstance(x, int) for x in xs):
+            key = tuple(xs)
+            hit = self._cache.get(key)
+            if hit is None:
+                hit = self._cache[key] = np.asarray([self.id(x) for x in xs], np.int32)
+            return hit
         arr = np.asarray(xs, dtype=object)
         flat = [self.id(x) for x in arr.reshape(-1)]
         return np.asarray(flat, np.int32).reshape(arr.shape)
@@ -154,6 +162,9 @@ class LC(NamedTuple):
         return self.var.shape[:-1]
 
     def __add__(self, other: "LC") -> "LC":
+        if self.shape == other.shape:
+            return LC(np.concatenate([self.var, other.var], -1),
+                      np.concatenate([self.coef, other.coef], -1), self.table)
         shape = np.broadcast_shapes(self.shape, other.shape)
         parts = [(np.broadcast_to(x.var, shape + x.var.shape[-1:]),
                   np.broadcast_to(x.coef, shape + x.coef.shape[-1:])) for x in (self, other)]
@@ -172,6 +183,13 @@ class LC(NamedTuple):
         ids = self.table.ids(c)
         return LC(self.var, self.table.mul(self.coef, ids[..., None]), self.table)
 
+    def __getitem__(self, idx) -> "LC":
+        """Index the axes of ``shape`` (never the term axis); ``None`` adds an axis."""
+        idx = idx if isinstance(idx, tuple) else (idx,)
+        if any(i is Ellipsis for i in idx):
+            idx = idx + (slice(None),)
+        return LC(self.var[idx], self.coef[idx], self.table)
+
     def sum(self, axis: int = -1) -> "LC":
         """Σ over one axis of ``shape`` (the terms are concatenated)."""
         axis = axis % len(self.shape)
@@ -179,13 +197,6 @@ class LC(NamedTuple):
         coef = np.moveaxis(self.coef, axis, -2)
         return LC(var.reshape(var.shape[:-2] + (-1,)), coef.reshape(coef.shape[:-2] + (-1,)),
                   self.table)
-
-    def __getitem__(self, idx) -> "LC":
-        """Index the axes of ``shape`` (never the term axis)."""
-        idx = idx if isinstance(idx, tuple) else (idx,)
-        if any(i is Ellipsis for i in idx):
-            idx = idx + (slice(None),)
-        return LC(self.var[idx], self.coef[idx], self.table)
 
 
 def stack_lcs(lcs, axis: int = -1) -> LC:
@@ -447,23 +458,29 @@ class WitnessBuilder:
         Steps run unrolled until the static structure repeats: once a step
         maps a carry to a carry of the same pytree structure (gadget values
         are leaves, their static parts such as Boolean kinds are the
-        structure) and the remaining xs share one structure, every remaining
-        step allocates exactly what the last one did, and they run as ONE
-        ``lax.scan`` (a small program whatever the number of steps).  The
-        scanned steps' allocations are appended step by step, so the order is
-        the unrolled one."""
+        structure), the following steps whose x has the same structure as
+        that step's allocate exactly what it did, and (two or more of them)
+        run as ONE ``lax.scan``, a program of one step's size.  Scanned
+        allocations are appended step by step, so the order is the unrolled
+        one.  ``body`` must depend on nothing but (carry, x) and loop-invariant
+        values."""
         xs = list(xs)
-        ys = []
-        for t, x in enumerate(xs):
+        ys, t = [], 0
+        while t < len(xs):
             tree = jax.tree_util.tree_structure(carry)
-            carry, y = body(self, carry, x)
+            xtree = jax.tree_util.tree_structure(xs[t])
+            carry, y = body(self, carry, xs[t])
             ys.append(y)
-            rest = xs[t + 1:]
-            xtree = jax.tree_util.tree_structure(x)
-            if (rest and jax.tree_util.tree_structure(carry) == tree
-                    and all(jax.tree_util.tree_structure(r) == xtree for r in rest)):
-                carry, more = self._scan(body, carry, rest)
-                return carry, ys + more
+            t += 1
+            if jax.tree_util.tree_structure(carry) != tree:
+                continue
+            m = 0
+            while t + m < len(xs) and jax.tree_util.tree_structure(xs[t + m]) == xtree:
+                m += 1
+            if m >= 2:
+                carry, more = self._scan(body, carry, xs[t:t + m])
+                ys += more
+                t += m
         return carry, ys
 
     def _scan(self, body, carry, xs):

@@ -117,14 +117,13 @@ def padding(cs, length: int, batch=()) -> Bits:
 
 def sha256(cs, bits: Bits) -> Bits:
     """SHA-256 of messages of bits ``(*batch, L)``, L a multiple of 8 (FIPS
-    180-4 §5.1.1 padding with constant bits, then one compression per block);
-    the digest bits ``(*batch, 256)``."""
+    180-4 §5.1.1 padding with constant bits, then one compression per block,
+    a ``cs.loop`` over the blocks); the digest bits ``(*batch, 256)``."""
     length = bits.shape[-1]
     if length % 8:
         raise ValueError(f"sha256: the message has {length} bits, not a whole number of bytes")
     batch = bits.shape[:-1]
     padded = boolean.concat([bits, padding(cs, length, batch)], -1)
-    state = iv(cs, batch)
-    for i in range(padded.shape[-1] // 512):
-        state = compression(cs, padded[..., 512 * i:512 * (i + 1)], state)
+    blocks = [padded[..., 512 * i:512 * (i + 1)] for i in range(padded.shape[-1] // 512)]
+    state, _ = cs.loop(lambda cs, st, blk: (compression(cs, blk, st), None), iv(cs, batch), blocks)
     return digest_bits(state)

@@ -78,6 +78,8 @@ class Bits:
 
     def broadcast_to(self, shape) -> "Bits":
         shape = tuple(shape)
+        if shape == self.shape:
+            return self
         return self._map(lambda a: _xp(a).broadcast_to(a, shape))
 
     def not_(self) -> "Bits":

@@ -44,6 +44,27 @@ variables merged by adding coefficients, zero terms dropped.
 field elements are ``ops.field.Fr`` arrays ``(8, *shape)`` (Montgomery limbs).
 The witness of a batch is an Fr array ``(8, B, num_inputs + num_aux)``
 (``w[:, :, 0]`` = 1): ``jax.vmap`` maps the circuit over one instance axis.
+
+**Loops.**  ``cs.loop(body, carry, xs)`` runs ``carry, y = body(cs, carry, x)``
+over xs.  Record mode: a Python loop.  Witness mode: unrolled until a step
+maps the carry to one of the same static structure, then every run of steps
+with equally structured x is ONE ``lax.scan``, so a 64-round compression or a
+many-block hash compiles to a program of a few steps (XLA compile time grows
+with program size, and an unrolled SHA-256 takes minutes to compile).
+
+**API.**
+* ``record(circuit_fn, *static_args, name=None) -> R1CS``
+* ``witness(circuit_fn, inputs, *static_args, in_axes=0) -> w`` (8, B, n)
+* ``witness_with_outputs(...) -> (w, out)``: ``out`` is what the circuit
+  returns in witness mode (a pytree of arrays, instance axis first);
+  ``witness_fn(circuit_fn, *static_args, in_axes=0)`` is the cached jitted
+  function behind both.  ``in_axes`` is ``jax.vmap``'s for ``inputs``
+  (hashable; Fr arrays are limb-major, their instance axis is 1).
+* ``is_satisfied(r1cs, w) -> (ok, first_failing_row)``: reference check of one
+  instance with Python integers.
+* inside a circuit: ``cs.recording``, ``cs.alloc(shape, value, where=, bit=)``,
+  ``cs.alloc_input(...)``, ``cs.enforce(lambda: (A, B, C), where=)``,
+  ``cs.lc(ids, coeff)``, ``cs.zero_lc(shape)``, ``cs.loop(body, carry, xs)``.
 """
 from __future__ import annotations
 
@@ -189,6 +210,21 @@ class LC(NamedTuple):
         if any(i is Ellipsis for i in idx):
             idx = idx + (slice(None),)
         return LC(self.var[idx], self.coef[idx], self.table)
+
+    def compact(self) -> "LC":
+        """The same LCs canonicalised (repeated variables merged, zero terms
+        dropped), k = the largest remaining term count: keeps accumulated
+        LCs (MultiEq) small."""
+        n = int(np.prod(self.shape, dtype=np.int64))
+        lengths, v, c = _canonical_rows(LC(self.var.reshape(n, -1), self.coef.reshape(n, -1),
+                                           self.table))
+        k = int(lengths.max()) if n else 0
+        rows = np.repeat(np.arange(n), lengths)
+        pos = np.arange(v.size) - np.repeat(np.cumsum(lengths) - lengths, lengths)
+        var = np.full((n, k), ONE, np.int64)
+        coef = np.zeros((n, k), np.int32)
+        var[rows, pos], coef[rows, pos] = v, c
+        return LC(var.reshape(self.shape + (k,)), coef.reshape(self.shape + (k,)), self.table)
 
     def sum(self, axis: int = -1) -> "LC":
         """Σ over one axis of ``shape`` (the terms are concatenated)."""

@@ -92,6 +92,8 @@ class MultiEq:
         """Add lhs() = rhs() (LC thunks of ``shape``; record mode only)."""
         if not self.cs.recording:
             return
+        if num_bits >= CAPACITY:
+            raise ValueError(f"MultiEq: a {num_bits}-bit equality does not fit in one row")
         if CAPACITY <= self.bits_used + num_bits:
             self.flush()
         w = 1 << self.bits_used
@@ -99,8 +101,8 @@ class MultiEq:
         if l.shape != self.shape or r.shape != self.shape:
             raise ValueError(f"MultiEq: equality of shape {l.shape}, the accumulator has "
                              f"shape {self.shape}")
-        self.lhs = l if self.lhs is None else self.lhs + l
-        self.rhs = r if self.rhs is None else self.rhs + r
+        self.lhs = (l if self.lhs is None else self.lhs + l).compact()
+        self.rhs = (r if self.rhs is None else self.rhs + r).compact()
         self.bits_used += num_bits
 
     def flush(self):

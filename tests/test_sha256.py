@@ -81,13 +81,15 @@ LENGTHS = (0, 3, 55, 64)        # bytes: empty (all constant), one block, paddin
 
 
 def messages_circuit(cs, bits, lengths):
-    """SHA-256 of consecutive slices of one allocated message."""
+    """SHA-256 of consecutive slices of one allocated message, and of its first
+    64 bytes as a batch of two 32-byte messages in one gadget call."""
     x = Bo.alloc_bits(cs, (8 * sum(lengths),), lambda: bits)
     out, off = [], 0
     for n in lengths:
         out.append(S.sha256(cs, x[8 * off:8 * (off + n)]).value)
         off += n
-    return out
+    pair = S.sha256(cs, x[:512].reshape(2, 256))
+    return out + [pair.value]
 
 
 def check_digests(lengths, seed):
@@ -97,12 +99,15 @@ def check_digests(lengths, seed):
     w, outs = C.witness_with_outputs(messages_circuit, M.bytes_to_bits(jnp.asarray(data)), lengths)
     w = np.asarray(w)
     assert w.shape == (8, B, r1cs.num_vars)
+    digest = lambda bits: np.packbits(np.asarray(bits).astype(np.uint8)).tobytes()
     for i in range(B):
         off = 0
         for n, o in zip(lengths, outs):
-            got = np.packbits(np.asarray(o[i]).astype(np.uint8)).tobytes()
-            assert got == hashlib.sha256(data[i, off:off + n].tobytes()).digest(), (i, n)
+            assert digest(o[i]) == hashlib.sha256(data[i, off:off + n].tobytes()).digest(), (i, n)
             off += n
+        for j in range(2):
+            want = hashlib.sha256(data[i, 32 * j:32 * (j + 1)].tobytes()).digest()
+            assert digest(outs[-1][i, j]) == want
     return r1cs, w
 
 

@@ -166,6 +166,39 @@ def bench_msm(curve, log_ns, out, reps, bits=()):
             print(f"# bits75 speedup at 2^{ln}: {plain / tb:.2f}x", flush=True)
 
 
+def bench_profile(log_ns, out, reps):
+    """Where an MSM G1's time goes: the sort alone, the bucket sums (sort +
+    accumulation + partial reduction) and the whole MSM; and the bare mixed
+    addition kernel at the accumulation's lane count (its per-step floor)."""
+    key = jax.random.PRNGKey(5)
+    cfg = M.default_config()
+    for ln in log_ns:
+        n = 1 << ln
+        c = M.choose_window(n)
+        W, B = M.num_windows(c), 1 << (c - 1)
+        s = rand_fr(jax.random.fold_in(key, ln), n)[:, None, :]
+        b = make_bases(G1, rand_fr(jax.random.fold_in(key, 99), n))
+
+        def keys_of(s):
+            k = Fr.from_montgomery(s)
+            return M.bucket_keys(M.signed_digits(k, c).transpose(1, 0, 2), B)
+
+        sort_fn = jax.jit(lambda s: lax.sort(keys_of(s), num_keys=1))
+        sums_fn = jax.jit(lambda b, s: M.bucket_sums(G1, M.point_major(G1, b), *keys_of(s), W * B, cfg))
+        T = W * n
+        L0 = M.level0_lanes(T, cfg)
+        for name, fn, args in (("sort", sort_fn, (s,)), ("bucket_sums", sums_fn, (b, s))):
+            f, comp, mem = aot(fn, *args)
+            t = time_fn(f, args, reps=reps)
+            emit(base_record(f"msm_G1_profile_{name}", ln, window=c, entries=T, lanes=L0,
+                             compile_s=comp, xla_peak_bytes=mem, **t), out)
+        P = G1.from_affine(b[..., :L0])
+        f, comp, _ = aot(jax.jit(lambda P, A: G1.madd(P, A)), P, b[..., :L0])
+        t = time_fn(f, (P, b[..., :L0]), reps=reps)
+        emit(base_record("G1_madd_at_lanes", ln, lanes=L0, steps=-(-T // L0), compile_s=comp,
+                         madd_floor_s=t["median_s"] * -(-T // L0), **t), out)
+
+
 def bench_budget(ln, gb, out):
     """Child process: MSM G1 over 2^ln host-resident bases with a capped pool."""
     if os.environ.get("JAXPROVE_BUDGET_CHILD") != "1":
@@ -220,6 +253,7 @@ def main():
     ap.add_argument("--g1", type=ints, default=[])
     ap.add_argument("--g2", type=ints, default=[])
     ap.add_argument("--bits", type=ints, default=[], help="G1 sizes for the 75%%-bits case")
+    ap.add_argument("--profile", type=ints, default=[], help="G1 sizes for the stage profile")
     ap.add_argument("--budget", type=int, default=None)
     ap.add_argument("--budget-gb", type=float, default=16.0)
     ap.add_argument("--reps", type=int, default=5)
@@ -229,6 +263,8 @@ def main():
         bench_ntt(a.ntt, a.out, a.reps)
     if a.g1 or a.bits:
         bench_msm(G1, a.g1, a.out, a.reps, a.bits)
+    if a.profile:
+        bench_profile(a.profile, a.out, a.reps)
     if a.g2:
         bench_msm(G2, a.g2, a.out, a.reps)
     if a.budget is not None:

@@ -64,13 +64,14 @@ class MSMConfig:
 
     window: bits per window c (None: chosen from N by ``choose_window``);
     lanes: L, lanes of the bucket-accumulation kernel (the main cost: one
-    mixed addition per lane per step); small_lanes: S, lanes of the partial
+    mixed addition per lane per step; fewer for small MSMs, ``level0_lanes``);
+    small_lanes: S, lanes of the partial
     reduction and bucket-reduction kernels; min_steps: the least entries per
     lane in the partial reduction (how fast it converges);
     budget_bytes: device-memory budget of one MSM call (None: no chunking)."""
     window: int | None = None
     lanes: int = 1 << 19
-    small_lanes: int = 1 << 12
+    small_lanes: int = 1 << 14
     min_steps: int = 64
     budget_bytes: int | None = None
 
@@ -266,6 +267,14 @@ def _reduce_parts(curve: Curve, keys, vals, buckets, cfg: MSMConfig):
     return buckets
 
 
+def level0_lanes(t: int, cfg: MSMConfig) -> int:
+    """Lanes of the bucket accumulation for T entries: ``cfg.lanes``, or fewer
+    (a power of two, at least ``small_lanes``) so that each lane walks >= 32
+    entries; long lanes mean few partial sums left for the next levels."""
+    want = 1 << max(0, (t // 32).bit_length() - 1)
+    return max(min(cfg.lanes, want), min(cfg.small_lanes, cfg.lanes))
+
+
 def bucket_sums(curve: Curve, bases_pm, keys, payload, nb: int, cfg: MSMConfig):
     """Sum the bases of each bucket: keys/payload from ``bucket_keys`` (any
     order), bases point-major ``(N, 2·F)`` uint32 (``point_major``).
@@ -284,7 +293,8 @@ def bucket_sums(curve: Curve, bases_pm, keys, payload, nb: int, cfg: MSMConfig):
 
     buckets = curve.identity((nb,))
     step = _step_fn(curve, affine=True)
-    buckets, pk, pv = _accumulate(curve, keys, n_valid, fetch, step, cfg.lanes, 1, buckets)
+    buckets, pk, pv = _accumulate(curve, keys, n_valid, fetch, step, level0_lanes(keys.shape[0], cfg),
+                                  1, buckets)
     return _reduce_parts(curve, pk, pv, buckets, cfg)
 
 

@@ -569,13 +569,21 @@ class WitnessBuilder:
         return jnp.concatenate([bits_to_fr(v) if v.ndim == 1 else v for v in out], axis=-1)
 
 
-@functools.lru_cache(maxsize=64)
 def witness_fn(circuit_fn: Callable, *static_args, in_axes=0):
     """The jitted batch witness generator of a circuit: ``f(inputs) -> (w, out)``
     with ``w`` Fr ``(8, B, n_vars)`` and ``out`` the circuit's return value
-    (a pytree of arrays, instance axis first).  ``in_axes`` (hashable) says
-    where each input leaf has its instance axis, as in ``jax.vmap`` (Fr
-    arrays are limb-major: their instance axis is 1)."""
+    (a pytree of arrays, instance axis first).  ``in_axes`` says where each
+    input leaf has its instance axis, as in ``jax.vmap`` (Fr arrays are
+    limb-major: their instance axis is 1).  Cached per (circuit, static
+    arguments, in_axes)."""
+    leaves, tree = jax.tree_util.tree_flatten(in_axes, is_leaf=lambda x: x is None)
+    return _witness_fn(circuit_fn, static_args, tuple(leaves), tree)
+
+
+@functools.lru_cache(maxsize=64)
+def _witness_fn(circuit_fn, static_args, axes_leaves, axes_tree):
+    in_axes = jax.tree_util.tree_unflatten(axes_tree, axes_leaves)
+
     def one(inputs):
         cs = WitnessBuilder()
         out = circuit_fn(cs, inputs, *static_args)

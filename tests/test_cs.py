@@ -331,11 +331,12 @@ def test_non_strict_bits_alias():
 
 
 def test_corrupted_product_is_found():
+    """(inputs as a dict, with a dict of instance axes)"""
     def circ(cs, inp):
-        a = Num.alloc(cs, (2,), lambda: inp)
+        a = Num.alloc(cs, (2,), lambda: inp["a"])
         a[0].mul(cs, a[1])
     r1cs = C.record(circ)
-    w = C.witness(circ, jnp.asarray(Fr.from_int([[3, 4]] * B)), in_axes=1)
+    w = C.witness(circ, {"a": jnp.asarray(Fr.from_int([[3, 4]] * B))}, in_axes={"a": 1})
     vals = fr_ints(w)[0].copy()
     assert list(vals) == [1, 3, 4, 12]
     vals[3] = 13

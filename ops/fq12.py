@@ -43,11 +43,18 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ops.elementwise import DEFAULT, KernelConfig
+from ops.elementwise import KernelConfig
 from ops.field import FieldOps, FpArith, Fq as _Fq, PrimeField, pow_by_constant
+from ops.limbs import Unroll
 from ops.tower import Fp2Arith
 
 XI = (1, 1)                      # ξ = 1 + u, the cubic and sextic non-residue of Fq2
+
+# Kernel settings: an Fq12 product is 54 Fq products (4.5 G1 additions), so like G2's
+# formulas (bench/NOTES.md) the tower kernels use rolled inner CIOS loops and emit each
+# group of Fq products as a table loop, which keeps their Triton IR, and so their compile
+# time, small.  (On the CPU the interpreter then runs ~4x slower than with unrolled loops.)
+TOWER_CONFIG = KernelConfig(unroll=Unroll(inner=False, table=True))
 
 
 # ---------------------------------------------------------------- host Fq2 (constants)
@@ -371,7 +378,7 @@ class TowerField(FieldOps):
     name: str
     coeff_shape: tuple
     base_field: PrimeField = _Fq
-    config: KernelConfig = DEFAULT
+    config: KernelConfig = TOWER_CONFIG
 
     def __repr__(self):
         return f"TowerField({self.name})"

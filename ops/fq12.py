@@ -133,10 +133,6 @@ class Fp6Arith:
         """a · v = (ξa2, a0, a1)."""
         return (self.F2.mul_by_nonresidue(a[2]), a[0], a[1])
 
-    def mul_fp2(self, a, s):
-        """a · s for s ∈ Fq2."""
-        return tuple(self.F2.mul(x, s) for x in a)
-
     def mul(self, a, b):
         """Karatsuba: 6 Fq2 products."""
         F2 = self.F2
@@ -326,16 +322,6 @@ class Fp12Arith:
         z2, z3 = plus(F2.mul_by_nonresidue(t5), z2), minus(t4, z3)
         z4, z5 = minus(t2, z4), plus(t3, z5)
         return ((z0, z4, z3), (z2, z1, z5))
-
-    def cyclotomic_pow(self, a, e: int):
-        """a^e (e ≥ 1 constant) by square-and-multiply with cyclotomic squares."""
-        bits = tuple(int(b) for b in bin(e)[2:])
-
-        def body(i, acc):
-            sq = self.cyclotomic_sqr(acc)
-            return self.select(self.exp_bit(bits, i + 1), self.mul(sq, a), sq)
-
-        return self.loop(len(bits) - 1, body, a)
 
     def is_zero(self, a):
         return self.F6.is_zero(a[0]) & self.F6.is_zero(a[1])

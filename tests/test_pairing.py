@@ -159,6 +159,7 @@ def test_fq12_ring_ops(fq12_vals):
     assert as_tuples(Fq12.inv(B), Fq12) == [from_pe(PeFQ12.one() / y) for y in pb]
     assert as_tuples(Fq12.inv(A), Fq12)[0] == ZERO12                    # 0 -> 0
     assert as_tuples(Fq12.conjugate(A), Fq12) == [from_pe(x ** (P ** 6)) for x in pa]
+    assert as_tuples(Fq12.pow(B, 5), Fq12) == [from_pe(y ** 5) for y in pb]
 
 
 @pytest.mark.parametrize("k", [1, 2])
@@ -187,6 +188,17 @@ def test_fq12_cyclotomic_square(fq12_vals):
     assert got == [from_pe(g * g) for g in cyc]
     generic = as_tuples(Fq12.cyclotomic_square(dev(Fq12, b)), Fq12)
     assert generic != [from_pe(to_pe(x) ** 2) for x in b]
+
+
+def test_tower_host_side(fq12_vals):
+    a, b = fq12_vals
+    assert as_tuples(Fq12.ones((2,)), Fq12) == [ONE12] * 2
+    assert as_tuples(Fq12.zeros((1,)), Fq12) == [ZERO12]
+    assert as_tuples(Fq12.constant(b[0], (3,)), Fq12) == [b[0]] * 3
+    assert Fq12.to_int(Fq12.from_int(b[1])) == b[1]                  # a single element
+    xs = Fq6.random_ints(3, random.Random(3))
+    assert as_tuples(Fq6.from_int(xs), Fq6) == xs
+    assert all(0 <= c < P for x in xs for pair in x for c in pair)
 
 
 def test_tower_host_conversion_rejects_bad_shapes():
@@ -324,3 +336,32 @@ def test_pairing_rejects_bad_input():
         pr.multi_miller_loop(P1, Q1)
     with pytest.raises(ValueError, match="Fq12"):
         pr.final_exponentiation(P1)
+
+
+@pytest.mark.slow
+def test_miller_kernels_in_pallas_interpret_mode(scal):
+    """The GPU kernel bodies of the doubling and addition steps (Pallas
+    interpret mode, minutes to compile on the CPU) against the default path."""
+    import dataclasses
+    from ops.elementwise import elementwise
+    from ops.field import FpArith, P_FQ
+    from ops.tower import Fp2Arith
+
+    cfg = dataclasses.replace(pr.CONFIG, interpret=True)
+
+    def kernel(method, ins, outs):
+        return elementwise(lambda ar, *xs: getattr(pr.MillerArith(Fp2Arith(ar)), method)(*xs), ins,
+                           [(o, jnp.uint32) for o in outs], FpArith(P_FQ, cfg.unroll), cfg)
+
+    a, b, c, d = scal
+    Ps = jnp.asarray(G1.from_affine_ints([g1_int(x) for x in (a, b, 0, c)]))
+    Qs = jnp.asarray(G2.from_affine_ints([g2_int(x) for x in (c, d, a, 0)]))
+    T = jnp.asarray(G2.from_affine(jnp.asarray(G2.from_affine_ints([g2_int(x) for x in (b, a, d, c)]))))
+    mask = jnp.asarray(np.array([[0, 0, 1, 1]], np.uint32))
+    want = pr.double_line(T, Ps, mask)
+    got = kernel("double_line", [pr.G2_PROJ, pr.G1_AFF, pr.MASK], [pr.G2_PROJ, pr.LINE])(T, Ps, mask)
+    assert all(bool((g == w).all()) for g, w in zip(got, want))
+    want = pr.add_line(T, Qs, Ps, mask)
+    got = kernel("add_line", [pr.G2_PROJ, pr.G2_AFF, pr.G1_AFF, pr.MASK],
+                 [pr.G2_PROJ, pr.LINE])(T, Qs, Ps, mask)
+    assert all(bool((g == w).all()) for g, w in zip(got, want))

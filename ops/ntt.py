@@ -14,11 +14,11 @@ b, c together).  Domain data (twiddles, coset powers, n⁻¹) lives in a
 ``Domain`` pytree that the caller builds once per size and passes in, so it is
 device-resident and never baked into a compiled program as a constant.
 
-Structure: iterative radix-2 Cooley–Tukey (DIT) after a bit-reversal gather;
-each of the k stages splits the array into butterfly halves by a reshape and
-a slice (no gathers or scatters), calls one butterfly kernel
-(a + w·b, a − w·b) and interleaves the results back, so one kernel is compiled
-per size.  (A four-step split into cache-sized passes is the
+Structure: iterative Cooley–Tukey (DIT) after a bit-reversal gather, with
+three radix-2 stages fused into one radix-8 kernel: each group of stages
+splits the array into its 8 strided parts by a reshape and slices (no
+gathers or scatters), calls one kernel and stacks the results back, so a
+2^24 transform is 8 passes over memory instead of 24.  (A four-step split into cache-sized passes is the
 planned optimisation: bench/NOTES.md.)
 """
 from __future__ import annotations
@@ -98,10 +98,42 @@ def domain(log_n: int, cosets: bool = True) -> Domain:
     return Domain(log_n, tw, itw, jnp.asarray(Fr.from_int(n_inv)), co, ico)
 
 
-def _butterfly(ar, a, b, w):
-    """(a + w·b, a − w·b) over Fr."""
-    t = ar.mul(w, b)
-    return ar.add(a, t), ar.sub(a, t)
+RADIX_LOG = 3                      # stages fused per kernel (radix 8)
+
+
+@functools.lru_cache(maxsize=None)
+def _radix_kernel(r: int, inverse: bool):
+    """Radix-2^r DIT block: r consecutive radix-2 stages on 2^r elements
+    x_q (q < 2^r) at stride h, with W = ω_{2^r·h}^j the block's twiddle.
+    Stage t pairs (q, q + 2^t) for q with bit t clear, twiddle
+    ω_{2^(t+1)·h}^j · ω_{2^(t+1)}^(q mod 2^t) = W^(2^(r−1−t)) · const,
+    (a, b) <- (a + tw·b, a − tw·b).  For the inverse the roots are inverted."""
+    p = Fr.p
+
+    def root(order: int) -> int:          # primitive root of unity of this order (or its inverse)
+        w = root_of_unity(order.bit_length() - 1)
+        return pow(w, -1, p) if inverse else w
+
+    def formula(ar, *args):
+        xs, W = list(args[:-1]), args[-1]
+        pw = [W]                           # pw[i] = W^(2^i)
+        for _ in range(r - 1):
+            pw.append(ar.sqr(pw[-1]))
+        for t in range(r):
+            base = pw[r - 1 - t]
+            half = 1 << t
+            for q in range(1 << r):
+                if q & half:
+                    continue
+                e = q % half
+                tw = base if e == 0 else ar.mul(base, ar.const(pow(root(2 * half), e, p), ar.like(base)))
+                u = ar.mul(tw, xs[q + half])
+                xs[q], xs[q + half] = ar.add(xs[q], u), ar.sub(xs[q], u)
+        return tuple(xs)
+
+    n = 1 << r
+    return elementwise(formula, [(8,)] * (n + 1), [((8,), jnp.uint32)] * n, Fr.arith, Fr.config,
+                       name=f"Fr_ntt_radix{n}{'_inv' if inverse else ''}")
 
 
 def _bit_reverse(i, k: int):
@@ -118,33 +150,36 @@ def _check(x, dom: Domain, name: str):
         raise ValueError(f"{name}: last axis has {x.shape[-1]} elements, the domain has {dom.n}")
 
 
-def _transform(x, tw, log_n: int):
-    """Radix-2 DIT over the last axis with twiddles tw[j] = ω_n^j (j < n/2).
+def _transform(x, tw, log_n: int, inverse: bool):
+    """Radix-2^r DIT over the last axis with twiddles tw[k] = ω_n^k (k < n/2;
+    ω_n^(−k) when ``inverse``).
 
-    After one bit-reversal gather, stage s (block size m = 2^s) views the
-    array as ``(*lead, n/m, 2, m/2)``: the two halves of every block are
-    the butterfly inputs a, b, the twiddle of position j < m/2 is
-    ω_n^(j·n/m).  Only reshapes and slices between stages (XLA fuses the
-    interleave of one stage with the split of the next), and every stage
-    calls the same butterfly kernel on ``(8, *batch, n/2)`` arrays, so one
-    kernel is compiled per size."""
+    After one bit-reversal gather, the k stages run in groups of r =
+    ``RADIX_LOG`` (the last group smaller): a group starting at stage s views
+    the array as ``(*lead, n/(2^r·h), 2^r, h)`` with h = 2^(s−1); the 2^r
+    slices along the third axis are the inputs of one radix-2^r kernel
+    (``_radix_kernel``) together with the twiddle W_j = ω_n^(j·n/(2^r·h)),
+    j < h, and its outputs are stacked back.  Only reshapes and slices
+    between groups, no gathers or scatters; ⌈k/r⌉ passes over the array."""
     n = 1 << log_n
     if log_n == 0:
         return x
     lead = x.shape[:-1]
     idx = jnp.arange(n, dtype=jnp.int32)
     x = jnp.take(x, _bit_reverse(idx, log_n), axis=-1)
-    bfly = elementwise(_butterfly, [(8,)] * 3, [((8,), jnp.uint32)] * 2, Fr.arith, Fr.config,
-                       name="Fr_butterfly")
-    for s in range(1, log_n + 1):
-        m = 1 << s
-        xb = x.reshape(lead + (n // m, 2, m // 2))
-        a, b = xb[..., 0, :], xb[..., 1, :]
-        w = tw[:, ::n // m][:, :m // 2]                          # ω_n^(j·n/m), j < m/2
-        w = jnp.broadcast_to(w.reshape((8,) + (1,) * (len(lead) - 1) + (1, m // 2)), a.shape)
-        u, v = bfly(a.reshape(lead + (n // 2,)), b.reshape(lead + (n // 2,)),
-                    w.reshape(lead + (n // 2,)))
-        x = jnp.stack([u.reshape(a.shape), v.reshape(a.shape)], axis=-2).reshape(lead + (n,))
+    s = 1
+    while s <= log_n:
+        r = min(RADIX_LOG, log_n - s + 1)
+        h = 1 << (s - 1)
+        g = 1 << r
+        xb = x.reshape(lead + (n // (g * h), g, h))
+        parts = [xb[..., q, :].reshape(lead + (n // g,)) for q in range(g)]
+        w = tw[:, ::n // (g * h)][:, :h]                          # ω_n^(j·n/(2^r·h)), j < h
+        w = jnp.broadcast_to(w.reshape((8,) + (1,) * (len(lead) - 1) + (1, h)),
+                             (8,) + lead[1:] + (n // (g * h), h)).reshape(lead + (n // g,))
+        outs = _radix_kernel(r, inverse)(*parts, w)
+        x = jnp.stack([o.reshape(lead + (n // (g * h), h)) for o in outs], axis=-2).reshape(lead + (n,))
+        s += r
     return x
 
 
@@ -152,14 +187,14 @@ def _transform(x, tw, log_n: int):
 def ntt(x, dom: Domain):
     """Forward NTT along the last axis (natural order in and out)."""
     _check(x, dom, "ntt")
-    return _transform(x, dom.twiddles, dom.log_n)
+    return _transform(x, dom.twiddles, dom.log_n, False)
 
 
 @jax.jit
 def intt(X, dom: Domain):
     """Inverse NTT along the last axis."""
     _check(X, dom, "intt")
-    return Fr.mul(_transform(X, dom.inv_twiddles, dom.log_n), dom.n_inv)
+    return Fr.mul(_transform(X, dom.inv_twiddles, dom.log_n, True), dom.n_inv)
 
 
 @jax.jit
@@ -168,7 +203,7 @@ def coset_ntt(x, dom: Domain):
     _check(x, dom, "coset_ntt")
     if dom.coset is None:
         raise ValueError("coset_ntt: the domain was built with cosets=False")
-    return _transform(Fr.mul(x, dom.coset), dom.twiddles, dom.log_n)
+    return _transform(Fr.mul(x, dom.coset), dom.twiddles, dom.log_n, False)
 
 
 @jax.jit
@@ -177,7 +212,7 @@ def coset_intt(X, dom: Domain):
     _check(X, dom, "coset_intt")
     if dom.inv_coset is None:
         raise ValueError("coset_intt: the domain was built with cosets=False")
-    return Fr.mul(_transform(X, dom.inv_twiddles, dom.log_n), dom.inv_coset)
+    return Fr.mul(_transform(X, dom.inv_twiddles, dom.log_n, True), dom.inv_coset)
 
 
 def naive_ntt(xs: list[int], omega: int) -> list[int]:

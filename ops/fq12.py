@@ -37,7 +37,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -298,7 +297,7 @@ class Fp12Arith:
     def cyclotomic_sqr(self, a):
         """a² for a in the cyclotomic subgroup (a^(p⁶+1) = 1), Granger–Scott:
         with y = w³ the pairs (z0, z1), (z2, z3), (z4, z5) below are Fq4
-        elements whose squares A², B², C² give a² = (3A² − 2Ā, 3ξC² + 2B̄, 3B² − 2C̄)
+        elements whose squares A², B², C² give a² = (3A² − 2Ā, 3y·C² + 2B̄, 3B² − 2C̄)
         in the Fq4³ view (bars: Fq4 conjugates)."""
         F2 = self.F2
         (z0, z4, z3), (z2, z1, z5) = a
@@ -444,10 +443,15 @@ class TowerField(FieldOps):
     def sqrt(self, a):
         raise NotImplementedError(f"{self.name}: square roots are not implemented")
 
+    def _only(self, degree: int, op: str):
+        if len(self.coeff_shape) != (3 if degree == 12 else 2):
+            raise TypeError(f"{self.name}.{op} is defined on Fq{degree} only")
+
     # ---------------------------------------------------------- device side
     @functools.partial(jax.jit, static_argnums=0)
     def conjugate(self, a):
         """Fq12: a0 − a1w (= a^(p⁶), the inverse of a unitary element)."""
+        self._only(12, "conjugate")
         return self._ew("conj", 1)(a)
 
     @functools.partial(jax.jit, static_argnums=(0, 2))
@@ -458,23 +462,27 @@ class TowerField(FieldOps):
     @functools.partial(jax.jit, static_argnums=0)
     def mul_by_nonresidue(self, a):
         """Fq6: a·v."""
+        self._only(6, "mul_by_nonresidue")
         return self._ew("mul_by_nonresidue", 1)(a)
 
     @functools.partial(jax.jit, static_argnums=0)
     def mul_by_01(self, a, b0, b1):
         """Fq6: a·(b0 + b1·v) for Fq2 arrays b0, b1 ``(2, 12, *batch)``."""
+        self._only(6, "mul_by_01")
         f2 = (2, self.L)
         return self._ew("mul_by_01", 1, extra_in=[f2, f2])(a, b0, b1)
 
     @functools.partial(jax.jit, static_argnums=0)
     def mul_by_014(self, a, line):
         """Fq12: a·(c0 + c1·v + c4·vw) for a line ``(3, 2, 12, *batch)`` = (c0, c1, c4)."""
+        self._only(12, "mul_by_014")
         return self._ew(lambda ar, x, l: self.lift(ar).mul_by_014(x, *l), 1, name="mul_by_014",
                         extra_in=[(3, 2, self.L)])(a, line)
 
     @functools.partial(jax.jit, static_argnums=0)
     def cyclotomic_square(self, a):
         """Fq12: a² for a in the cyclotomic subgroup (Granger–Scott)."""
+        self._only(12, "cyclotomic_square")
         return self._ew("cyclotomic_sqr", 1)(a)
 
 

@@ -24,16 +24,17 @@ Kernels and loops.  Every formula is one elementwise kernel of medium size
 product, Fq12 product, cyclotomic square, Frobenius, conjugate, inverse);
 the Miller loop is one ``lax.scan`` over the fixed step pattern (a
 ``lax.cond`` picks the doubling or the addition step), and the final
-exponentiation is a straight-line Fq12 program (``FINAL_EXP_PROGRAM``, ~370
+exponentiation is a straight-line Fq12 program (``FINAL_EXP_PROGRAM``, 363
 steps) run by one ``lax.fori_loop`` over a ``lax.switch`` of its six kernels.
 So each kernel appears once per compiled program: on the GPU each is one
 Pallas kernel compiled once, on the CPU the register-machine interpreter is
-compiled once per kernel.  Measured on the 2-core CPU box (batch 2): this
-arrangement compiles the Miller loop in ~12 s and the final exponentiation
-in ~15 s; a static Python loop over the steps needs ~100 s for the first 19
-of its 68 steps, and the final exponentiation written directly (five
-``fori_loop`` exponentiations by x) ~110 s, or, as one formula, ~140 s of
-recording.
+compiled once per kernel.  Measured on the 2-core CPU box (batch 2, trace +
+XLA compile): this Miller loop 7.8 + 4.8 s (a fori_loop over the bits with
+the addition step under a cond: 7.0 + 6.5 s; a static Python loop over the
+steps: 5.2 + 47.6 s for the first 19 of its 68 steps), this final
+exponentiation 10.0 + 6.7 s (written out with five fori_loop exponentiations
+by x: 8.7 + 26.8 s; as one formula, ~140 s of tracing).  Most of the trace
+time on the CPU is Pallas tracing the kernels' GPU branch.
 
 Arrays: P affine G1 ``(2, 12, *batch)``, Q affine G2 ``(2, 2, 12, *batch)``
 (``ops.curve`` layouts, (0, 0) = identity); GT / Miller-loop values are Fq12
@@ -77,8 +78,10 @@ class MillerArith:
         return self.F2.mul_base(a, F.const((P_FQ + 1) // 2, self.F2.like(a)))
 
     def double_step(self, T):
-        """T ← 2T; returns (2T, (c0, c1, c2)): the tangent line at T is
-        c0 + c1·x_P·v + c2·y_P·vw (up to a factor in a subfield)."""
+        """T ← 2T and the tangent line at T: with E = 3b'Z²,
+        2T = (XY(Y² − 3E)/2 : ((Y² + 3E)/2)² − 3E² : 2Y³Z) and the line, up
+        to an Fq2 factor that the final exponentiation removes, is
+        (E − Y²) + 3X²·x_P·v − 2YZ·y_P·vw; returns (2T, (E − Y², 3X², −2YZ))."""
         F2 = self.F2
         X, Y, Z = T
         a = self._half(F2.mul(X, Y))
@@ -97,8 +100,9 @@ class MillerArith:
         return (X3, Y3, Z3), (i, F2.add(F2.dbl(j), j), F2.neg(h))
 
     def add_step(self, T, Q):
-        """T ← T + Q for affine Q; returns (T + Q, (c0, c1, c2)), the chord
-        line through T and Q."""
+        """T ← T + Q for affine Q = (x_Q, y_Q): with θ = Y − y_Q·Z,
+        λ = X − x_Q·Z the chord through T and Q is, up to an Fq2 factor,
+        (θx_Q − λy_Q) − θ·x_P·v + λ·y_P·vw; returns (T + Q, (θx_Q − λy_Q, −θ, λ))."""
         F2 = self.F2
         X, Y, Z = T
         xq, yq = Q

@@ -208,6 +208,10 @@ def test_tower_host_conversion_rejects_bad_shapes():
         Fq6.from_int([((P, 0), (0, 0), (0, 0))])
     with pytest.raises(ValueError, match="expected shape"):
         Fq12.to_int(np.zeros((3, 2, 12, 1), np.uint32))
+    with pytest.raises(TypeError, match="Fq12 only"):
+        Fq6.conjugate(jnp.zeros((3, 2, 12, 1), jnp.uint32))
+    with pytest.raises(TypeError, match="Fq6 only"):
+        Fq12.mul_by_nonresidue(jnp.zeros((2, 3, 2, 12, 1), jnp.uint32))
 
 
 # ---------------------------------------------------------------- final exponentiation

@@ -188,17 +188,28 @@ def multi_miller_loop(Ps: Sequence, Qs: Sequence):
     """∏_i f_{x,Q_i}(P_i) (conjugated for x < 0), one shared f: k pairs cost
     one Fq12 squaring and k line products per step.  Ps: k arrays
     ``(2, 12, *b_i)``, Qs: k arrays ``(2, 2, 12, *b_i)``; the batch shapes
-    broadcast to ``batch``; returns Fq12 ``(2, 3, 2, 12, *batch)``."""
+    broadcast to ``batch`` (e.g. a verifying key's single points against a
+    batch of proofs); returns Fq12 ``(2, 3, 2, 12, *batch)``."""
     _check_points(Ps, Qs)
-    return _multi_miller_loop([jnp.asarray(P) for P in Ps], [jnp.asarray(Q) for Q in Qs])
+    Ps = [jnp.asarray(P) for P in Ps]
+    Qs = [jnp.asarray(Q) for Q in Qs]
+    batch = jnp.broadcast_shapes(*[P.shape[2:] for P in Ps], *[Q.shape[3:] for Q in Qs])
+    P = jnp.stack([_broadcast(x, G1_AFF, batch) for x in Ps], axis=2)   # (2, 12, k, *batch)
+    Q = jnp.stack([_broadcast(x, G2_AFF, batch) for x in Qs], axis=3)   # (2, 2, 12, k, *batch)
+    return _multi_miller_loop(P, Q)
+
+
+def _broadcast(x, pre: tuple, batch: tuple):
+    """(*pre, *b) -> (*pre, *batch), batch axes aligned on the right."""
+    b = x.shape[len(pre):]
+    return jnp.broadcast_to(x.reshape(pre + (1,) * (len(batch) - len(b)) + b), pre + batch)
 
 
 @jax.jit
-def _multi_miller_loop(Ps, Qs):
-    batch = jnp.broadcast_shapes(*[P.shape[2:] for P in Ps], *[Q.shape[3:] for Q in Qs])
-    k = len(Ps)
-    P = jnp.stack([jnp.broadcast_to(x, G1_AFF + batch) for x in Ps], axis=2)   # (2, 12, k, *batch)
-    Q = jnp.stack([jnp.broadcast_to(x, G2_AFF + batch) for x in Qs], axis=3)   # (2, 2, 12, k, *batch)
+def _multi_miller_loop(P, Q):
+    """The loop over pairs stacked on axis ``k``: P ``(2, 12, k, *batch)``,
+    Q ``(2, 2, 12, k, *batch)``."""
+    k, batch = P.shape[2], P.shape[3:]
     skip = jnp.all(P == 0, axis=(0, 1)) | jnp.all(Q == 0, axis=(0, 1, 2))
     mask = skip.astype(jnp.uint32)[None]                                         # (1, k, *batch)
     T = jnp.stack([Q[0], Q[1], Fq2.ones((k,) + batch)])                        # (3, 2, 12, k, *batch)

@@ -327,6 +327,31 @@ def test_pairing_product_is_one(scal, pairings):
     assert prod[3] == from_pe(PeFQ12.one() / g)             # e(P, Q)^(ab − ab − 1)
 
 
+def test_groth16_shaped_batch_with_shared_key():
+    """Verifying-key points given once, unbatched ((2, 12) / (2, 2, 12)), against
+    a batch of N proofs: e(−A_i, B_i)·e(α, β)·e(L_i, γ)·e(C_i, δ) = 1, with a
+    wrong C in lane 1 (same compiled shapes as the test above)."""
+    rng = random.Random(17)
+    al, be, ga, de = (rng.randrange(1, R) for _ in range(4))
+    A, B, L, C = [], [], [], []
+    for i in range(N):
+        a, b, l = (rng.randrange(1, R) for _ in range(3))
+        c = (a * b - al * be - l * ga) * pow(de, -1, R) % R + (i == 1)
+        A.append(-a), B.append(b), L.append(l), C.append(c)
+
+    def g1s(ks):
+        return jnp.asarray(G1.from_affine_ints([g1_int(k) for k in ks]))
+
+    def g2s(ks):
+        return jnp.asarray(G2.from_affine_ints([g2_int(k) for k in ks]))
+
+    Ps = [g1s(A), g1s([al])[..., 0], g1s(L), g1s(C)]
+    Qs = [g2s(B), g2s([be])[..., 0], g2s([ga])[..., 0], g2s([de])[..., 0]]
+    assert Ps[1].shape == (2, 12) and Qs[1].shape == (2, 2, 12)
+    ok = [bool(v) for v in np.asarray(pr.pairing_product_is_one(Ps, Qs))]
+    assert ok == [True, False, True, True]
+
+
 def test_pairing_rejects_bad_input():
     P1 = jnp.zeros((2, 12, N), jnp.uint32)
     Q1 = jnp.zeros((2, 2, 12, N), jnp.uint32)

@@ -417,6 +417,15 @@ def msm(curve: Curve, bases, scalars, config: MSMConfig | None = None):
     if not 1 <= c <= 16:
         raise ValueError(f"msm: window must be in [1, 16], got {c}")
     s = jnp.asarray(scalars).reshape(8, G, n)
+    if cfg.budget_bytes is None and n & (n - 1):
+        # round N up to a power of two ((0, 0) bases, zero scalars: skipped entries), so
+        # MSMs of nearby sizes share one compiled program
+        n2 = 1 << (n - 1).bit_length()
+        pad = [(0, 0)] * (bases.ndim - 1) + [(0, n2 - n)]
+        bases = np.pad(bases, pad) if isinstance(bases, np.ndarray) else jnp.pad(bases, pad)
+        s = jnp.pad(s, ((0, 0), (0, 0), (0, n2 - n)))
+        n = n2
+        c = cfg.window or choose_window(n)
     if cfg.budget_bytes is None or working_set_bytes(curve, n, G, c, cfg) <= cfg.budget_bytes:
         out = _msm_jit(curve, jnp.asarray(bases), s, c, cfg)
         return out.reshape(curve.proj + batch)

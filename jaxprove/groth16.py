@@ -1,0 +1,306 @@
+"""Groth16 over BLS12-381 with bellperson's conventions (DESIGN.md §5).
+
+For an R1CS with rows i < n_rows (constraints, then one row per public input),
+variables j (ONE, public inputs, aux) and a domain of m = 2^k ≥ n_rows points
+ω^i, the QAP polynomials are u_j(ω^i) = A[i][j], v_j(ω^i) = B[i][j],
+w_j(ω^i) = C[i][j] (zero on padding rows), Z(X) = X^m − 1.
+
+setup (toxic waste τ, α, β, γ, δ from a CSPRNG):
+    A_j = u_j(τ)·G1, B1_j = v_j(τ)·G1, B2_j = v_j(τ)·G2,
+    L_j = (β·u_j(τ) + α·v_j(τ) + w_j(τ))/δ · G1   (aux j),
+    IC_j = (β·u_j(τ) + α·v_j(τ) + w_j(τ))/γ · G1  (inputs j, verifying key),
+    H_i = τ^i·Z(τ)/δ · G1                          (i < m − 1),
+with the u, v, w values from the Lagrange basis at τ:
+ℓ_i(τ) = (τ^m − 1)/m · ω^i/(τ − ω^i), u(τ) = Aᵀ·ℓ etc.
+
+prove (blinding r, s from a CSPRNG, per instance):
+    a, b, c = A·w, B·w, C·w                        (jaxprove.pce, SpMV)
+    h = coset_intt((coset_ntt(intt a)·coset_ntt(intt b) − coset_ntt(intt c)) / (g^m − 1))
+    A = α + Σ w_j A_j + r·δ            (G1)
+    B = β + Σ w_j B2_j + s·δ           (G2), B1 likewise in G1
+    C = Σ_aux w_j L_j + Σ_i h_i H_i + s·A + r·B1 − r·s·δ   (G1)
+
+verify: e(A, B) = e(α, β)·e(IC(x), γ)·e(C, δ), IC(x) = Σ_j x_j IC_j with
+x_0 = 1, checked as one multi-Miller loop and one final exponentiation of
+e(A, B)·e(−α, β)·e(−IC, γ)·e(−C, δ).
+
+Points in keys and proofs are affine device arrays (``ops.curve`` layouts,
+the identity as (0, 0)); a batch of proofs has a leading batch shape after
+the coordinate prefix.  The setup's QAP evaluation runs on the host with
+Python integers (O(nnz)); its point multiplications run on the device.
+"""
+from __future__ import annotations
+
+import logging
+import random
+import secrets
+import time
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from jaxprove import pce
+from ops import msm as M
+from ops import ntt as N
+from ops import pairing as PA
+from ops.curve import G1, G2
+from ops.field import Fq, Fr
+
+R = Fr.p
+log = logging.getLogger(__name__)
+
+
+class ProvingKey(NamedTuple):
+    alpha_g1: jnp.ndarray      # (2, 12)
+    beta_g1: jnp.ndarray       # (2, 12)
+    beta_g2: jnp.ndarray       # (2, 2, 12)
+    delta_g1: jnp.ndarray      # (2, 12)
+    delta_g2: jnp.ndarray      # (2, 2, 12)
+    a: jnp.ndarray             # (2, 12, n_vars)
+    b_g1: jnp.ndarray          # (2, 12, n_vars)
+    b_g2: jnp.ndarray          # (2, 2, 12, n_vars)
+    l: jnp.ndarray             # (2, 12, num_aux)
+    h: jnp.ndarray             # (2, 12, m - 1)
+
+
+class VerifyingKey(NamedTuple):
+    alpha_g1: jnp.ndarray      # (2, 12)
+    beta_g2: jnp.ndarray       # (2, 2, 12)
+    gamma_g2: jnp.ndarray      # (2, 2, 12)
+    delta_g2: jnp.ndarray      # (2, 2, 12)
+    ic: jnp.ndarray            # (2, 12, num_inputs)
+
+
+class Proof(NamedTuple):
+    a: jnp.ndarray             # (2, 12, *batch)
+    b: jnp.ndarray             # (2, 2, 12, *batch)
+    c: jnp.ndarray             # (2, 12, *batch)
+
+
+def _rng(seed):
+    """The CSPRNG (default), or a seeded generator for tests and golden proofs."""
+    return secrets.SystemRandom() if seed is None else random.Random(seed)
+
+
+def _nonzero(rng) -> int:
+    return rng.randrange(1, R)
+
+
+def domain_log(rows: int) -> int:
+    return max(1, (rows - 1).bit_length())
+
+
+# ------------------------------------------------------------------ setup
+def _lagrange_at(tau: int, log_m: int, rows: int) -> list[int]:
+    """ℓ_i(τ) for i < rows over the domain of size m = 2^log_m."""
+    m = 1 << log_m
+    w = N.root_of_unity(log_m)
+    zt = (pow(tau, m, R) - 1) % R
+    if zt == 0:
+        raise ValueError("τ lies in the evaluation domain; draw again")
+    pts, x = [], 1
+    for _ in range(rows):
+        pts.append(x)
+        x = x * w % R
+    dens = [(tau - p) % R for p in pts]
+    # batch inversion (Montgomery's trick)
+    pref, acc = [], 1
+    for d in dens:
+        pref.append(acc)
+        acc = acc * d % R
+    inv = pow(acc, -1, R)
+    invs = [0] * rows
+    for i in range(rows - 1, -1, -1):
+        invs[i] = pref[i] * inv % R
+        inv = inv * dens[i] % R
+    scale = zt * pow(m, -1, R) % R
+    return [scale * p % R * iv % R for p, iv in zip(pts, invs)]
+
+
+def _transpose_eval(csr, coeffs, ell: list[int], n_vars: int) -> np.ndarray:
+    """Mᵀ·ℓ: for every variable j, Σ_i M[i][j]·ℓ_i (Python ints)."""
+    rows = np.repeat(np.arange(len(csr.indptr) - 1), np.diff(csr.indptr))
+    ell = np.array(ell + [0], dtype=object)
+    coef = np.array(list(coeffs) + [0], dtype=object)
+    terms = coef[np.asarray(csr.coeff_ids)] * ell[rows]
+    out = np.zeros(n_vars, dtype=object)
+    np.add.at(out, np.asarray(csr.cols), terms)
+    return out % R
+
+
+def _mul_points(curve, scalars: list[int], window: int = 8):
+    """Affine s_i·G for host scalars (device fixed-base multiplication)."""
+    s = jnp.asarray(Fr.from_int(np.array(scalars, dtype=object)))
+    return curve.to_affine(curve.fixed_base_mul(curve.generator_affine(), s, window=window))
+
+
+def setup(r1cs, seed: int | None = None, progress=None):
+    """Proving and verifying keys for an ``R1CS`` (``circuits.cs``).
+
+    Toxic waste from the CSPRNG unless ``seed`` is given (tests only: a
+    seeded setup is insecure).  ``progress(stage, seconds)`` is called after
+    each stage.  Returns (ProvingKey, VerifyingKey)."""
+    rng = _rng(seed)
+    t0 = time.perf_counter()
+    report = progress or (lambda stage, s: log.info("setup: %s (%.2f s)", stage, s))
+    n_vars, n_in = r1cs.num_inputs + r1cs.num_aux, r1cs.num_inputs
+    rows = r1cs.num_constraints + r1cs.num_inputs
+    log_m = domain_log(rows)
+    m = 1 << log_m
+    while True:
+        tau = _nonzero(rng)
+        if pow(tau, m, R) != 1:
+            break
+    alpha, beta, gamma, delta = (_nonzero(rng) for _ in range(4))
+    ell = _lagrange_at(tau, log_m, rows)
+    u, v, w = (_transpose_eval(x, r1cs.coeffs, ell, n_vars) for x in (r1cs.a, r1cs.b, r1cs.c))
+    report("qap", time.perf_counter() - t0)
+    comb = (beta * u + alpha * v + w) % R
+    gi, di = pow(gamma, -1, R), pow(delta, -1, R)
+    ic = [int(x) * gi % R for x in comb[:n_in]]
+    lq = [int(x) * di % R for x in comb[n_in:]]
+    zt_d = (pow(tau, m, R) - 1) * di % R
+    hq, t = [], 1
+    for _ in range(m - 1):
+        hq.append(t * zt_d % R)
+        t = t * tau % R
+    g1_scalars = ([int(x) for x in u] + [int(x) for x in v] + lq + hq + ic
+                  + [alpha, beta, delta])
+    g1 = _mul_points(G1, g1_scalars)
+    g2 = _mul_points(G2, [int(x) for x in v] + [beta, gamma, delta])
+    jax.block_until_ready((g1, g2))
+    report("points", time.perf_counter() - t0)
+    o = np.cumsum([0, n_vars, n_vars, r1cs.num_aux, m - 1, n_in])
+    pk = ProvingKey(alpha_g1=g1[..., o[5]], beta_g1=g1[..., o[5] + 1], beta_g2=g2[..., n_vars],
+                    delta_g1=g1[..., o[5] + 2], delta_g2=g2[..., n_vars + 2],
+                    a=g1[..., o[0]:o[1]], b_g1=g1[..., o[1]:o[2]], b_g2=g2[..., :n_vars],
+                    l=g1[..., o[2]:o[3]], h=g1[..., o[3]:o[4]])
+    vk = VerifyingKey(alpha_g1=pk.alpha_g1, beta_g2=pk.beta_g2, gamma_g2=g2[..., n_vars + 1],
+                      delta_g2=pk.delta_g2, ic=g1[..., o[4]:o[5]])
+    return pk, vk
+
+
+# ------------------------------------------------------------------ prove
+@jax.jit
+def _h_coefficients(a, b, c, dom: N.Domain):
+    """The m − 1 coefficients of h = (a·b − c)/Z over the coset (bellperson)."""
+    m = dom.n
+    ea, eb, ec = (N.coset_ntt(N.intt(x, dom), dom) for x in (a, b, c))
+    zinv = Fr.constant(pow((pow(N.GENERATOR, m, R) - 1) % R, -1, R), (1,))
+    t = Fr.mul(Fr.sub(Fr.mul(ea, eb), ec), zinv)
+    return N.coset_intt(t, dom)[..., :m - 1]
+
+
+def _blinding(shape, seed):
+    rng = _rng(seed)
+    n = int(np.prod(shape)) if shape else 1
+    vals = np.array([_nonzero(rng) for _ in range(2 * n)], dtype=object).reshape((2,) + tuple(shape))
+    return jnp.asarray(Fr.from_int(vals[0])), jnp.asarray(Fr.from_int(vals[1]))
+
+
+def _bcast(curve, pt, batch):
+    """A single affine point -> projective ``(3, *fp, *batch)``."""
+    P = curve.from_affine(pt)
+    return jnp.broadcast_to(P.reshape(P.shape + (1,) * len(batch)), P.shape + tuple(batch))
+
+
+def prove(pk: ProvingKey, matrices: pce.Matrices, w, seed: int | None = None,
+          msm_config: M.MSMConfig | None = None):
+    """Proofs for a batch of witnesses w ``(8, *batch, n_vars)`` (Fr, bellperson
+    order, w[..., 0] = 1) -> (Proof with batch shape ``batch``, timings dict in
+    seconds per stage: spmv, ntt, msm_a, msm_b_g1, msm_b_g2, msm_l, msm_h,
+    combine, total).  Blinding r, s from the CSPRNG unless ``seed``."""
+    pce._check_witness(matrices, w)
+    batch = w.shape[1:-1]
+    if pk.a.shape[-1] != matrices.num_vars:
+        raise ValueError(f"prove: key for {pk.a.shape[-1]} variables, circuit has {matrices.num_vars}")
+    log_m = domain_log(matrices.rows)
+    m = 1 << log_m
+    if pk.h.shape[-1] != m - 1:
+        raise ValueError(f"prove: key's H query has {pk.h.shape[-1]} points, the domain needs {m - 1}")
+    times = {}
+    t0 = t = time.perf_counter()
+
+    def lap(name, x):
+        nonlocal t
+        jax.block_until_ready(x)
+        now = time.perf_counter()
+        times[name] = now - t
+        t = now
+        return x
+
+    a, b, c = lap("spmv", pce.evaluate(matrices, w))
+    pad = [(0, 0)] * (a.ndim - 1) + [(0, m - matrices.rows)]
+    a, b, c = (jnp.pad(x, pad) for x in (a, b, c))
+    h = lap("ntt", _h_coefficients(a, b, c, N.domain(log_m)))
+    aux = w[..., matrices.num_inputs:]
+    msm_a = lap("msm_a", M.msm(G1, pk.a, w, msm_config))
+    msm_b1 = lap("msm_b_g1", M.msm(G1, pk.b_g1, w, msm_config))
+    msm_b2 = lap("msm_b_g2", M.msm(G2, pk.b_g2, w, msm_config))
+    msm_l = lap("msm_l", M.msm(G1, pk.l, aux, msm_config))
+    msm_h = lap("msm_h", M.msm(G1, pk.h, h, msm_config))
+    r, s = _blinding(batch, seed)
+    proof = lap("combine", _combine(pk, msm_a, msm_b1, msm_b2, msm_l, msm_h, r, s))
+    times["total"] = time.perf_counter() - t0
+    return proof, times
+
+
+@jax.jit
+def _combine(pk, msm_a, msm_b1, msm_b2, msm_l, msm_h, r, s):
+    batch = r.shape[1:]
+    d1 = _bcast(G1, pk.delta_g1, batch)
+    A = G1.add(G1.add(msm_a, _bcast(G1, pk.alpha_g1, batch)), G1.scalar_mul(d1, r))
+    B2 = G2.add(G2.add(msm_b2, _bcast(G2, pk.beta_g2, batch)),
+                G2.scalar_mul(_bcast(G2, pk.delta_g2, batch), s))
+    B1 = G1.add(G1.add(msm_b1, _bcast(G1, pk.beta_g1, batch)), G1.scalar_mul(d1, s))
+    rs = Fr.mul(r, s)
+    C = G1.add(msm_l, msm_h)
+    C = G1.add(C, G1.scalar_mul(A, s))
+    C = G1.add(C, G1.scalar_mul(B1, r))
+    C = G1.add(C, G1.neg(G1.scalar_mul(d1, rs)))
+    return Proof(G1.to_affine(A), G2.to_affine(B2), G1.to_affine(C))
+
+
+# ------------------------------------------------------------------ verify
+def _neg_affine(A):
+    return jnp.stack([A[0], Fq.neg(A[1])])
+
+
+@jax.jit
+def _ic_sum(ic, x):
+    """IC_0 + Σ_{i≥1} x_i·IC_i for x Fr ``(8, *batch, num_inputs − 1)``."""
+    batch = x.shape[1:-1]
+    acc = _bcast(G1, ic[..., 0], batch)
+    for i in range(1, ic.shape[-1]):
+        acc = G1.add(acc, G1.scalar_mul(_bcast(G1, ic[..., i], batch), x[..., i - 1]))
+    return G1.to_affine(acc)
+
+
+def public_inputs_fr(vk: VerifyingKey, public_inputs) -> jnp.ndarray:
+    """Public inputs (without ONE) as Fr ``(8, *batch, k)``: from Python ints
+    (a list, or nested lists for a batch), or an Fr array."""
+    k = vk.ic.shape[-1] - 1
+    if isinstance(public_inputs, (jnp.ndarray, np.ndarray)) and public_inputs.dtype == np.uint32:
+        x = jnp.asarray(public_inputs)
+    else:
+        vals = np.array(public_inputs, dtype=object)
+        if vals.ndim == 0 or vals.shape[-1] != k:
+            raise ValueError(f"verify: {vals.shape[-1] if vals.ndim else 0} public inputs per proof, "
+                             f"the key expects {k}")
+        x = jnp.asarray(Fr.from_int(vals))
+    if x.shape[-1] != k:
+        raise ValueError(f"verify: {x.shape[-1]} public inputs per proof, the key expects {k}")
+    return x
+
+
+def verify(vk: VerifyingKey, public_inputs, proof: Proof):
+    """e(A, B) == e(α, β)·e(IC(x), γ)·e(C, δ), per proof of the batch
+    (bool array of the batch shape; a Python bool for a single proof)."""
+    x = public_inputs_fr(vk, public_inputs)
+    ic = _ic_sum(vk.ic, x)
+    ok = PA.pairing_product_is_one(
+        [proof.a, _neg_affine(vk.alpha_g1), _neg_affine(ic), _neg_affine(proof.c)],
+        [proof.b, vk.beta_g2, vk.gamma_g2, vk.delta_g2])
+    return bool(ok) if np.ndim(ok) == 0 else ok

@@ -1,0 +1,101 @@
+"""Groth16 end to end on a small circuit: setup, prove (SpMV, NTTs, MSMs),
+verify with our pairing, and an independent pairing check with py_ecc."""
+from __future__ import annotations
+
+import random
+
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from circuits import cs as C
+from circuits.gadgets.num import Num
+from conftest import R, ob
+from jaxprove import groth16 as G
+from jaxprove import pce
+from ops.curve import G1, G2
+from ops.field import Fr
+
+K = 4        # y_k = x_k^3 + x_k for K values per instance
+BATCH = 2
+
+
+def cubic(cs, x):
+    x = Num.alloc(cs, (K,), lambda: x)
+    y = x.square(cs).mul(cs, x).add(cs, x)
+    y.inputize(cs)
+
+
+@pytest.fixture(scope="module")
+def circuit():
+    rng = random.Random(3)
+    xs = [[rng.randrange(R) for _ in range(K)] for _ in range(BATCH)]
+    r1cs = C.record(cubic, name="cubic")
+    w = C.witness(cubic, jnp.asarray(Fr.from_int(xs)), in_axes=1)
+    pk, vk = G.setup(r1cs, seed=1)
+    proof, times = G.prove(pk, pce.extract(r1cs), w, seed=2)
+    ys = [[(x ** 3 + x) % R for x in row] for row in xs]
+    return r1cs, w, pk, vk, proof, times, ys
+
+
+def _g1(A):
+    pt = G1.to_affine_ints(A, projective=False)
+    return None if pt is None else (ob.FQ(pt[0]), ob.FQ(pt[1]), ob.FQ.one())
+
+
+def _g2(B):
+    pt = G2.to_affine_ints(B, projective=False)
+    return (ob.FQ2(list(pt[0])), ob.FQ2(list(pt[1])), ob.FQ2.one())
+
+
+def test_public_inputs_are_the_circuit_outputs(circuit):
+    r1cs, w, *_, ys = circuit
+    assert r1cs.num_inputs == K + 1
+    got = Fr.to_int(np.asarray(w[:, :, 1:K + 1]))
+    assert [[int(v) for v in row] for row in got] == ys
+
+
+def test_proofs_verify(circuit):
+    _, _, _, vk, proof, times, ys = circuit
+    assert np.all(np.asarray(G.verify(vk, ys, proof)))
+    assert set(times) >= {"spmv", "ntt", "msm_a", "msm_b_g2", "msm_h", "total"}
+
+
+def test_independent_pairing_check(circuit):
+    """e(A, B) = e(α, β)·e(IC(x), γ)·e(C, δ) with py_ecc's pairing (G2 first)."""
+    _, _, _, vk, proof, _, ys = circuit
+    ic = [G1.to_affine_ints(vk.ic[..., j], projective=False) for j in range(K + 1)]
+    acc = None
+    for coef, pt in zip([1] + ys[0], ic):
+        if pt is not None:
+            term = ob.multiply((ob.FQ(pt[0]), ob.FQ(pt[1]), ob.FQ.one()), coef)
+            acc = term if acc is None else ob.add(acc, term)
+    lhs = ob.pairing(_g2(proof.b[..., 0]), _g1(proof.a[..., 0]))
+    rhs = (ob.pairing(_g2(vk.beta_g2), _g1(vk.alpha_g1)) * ob.pairing(_g2(vk.gamma_g2), acc)
+           * ob.pairing(_g2(vk.delta_g2), _g1(proof.c[..., 0])))
+    assert lhs == rhs
+
+
+def test_tampering_is_rejected(circuit):
+    _, _, _, vk, proof, _, ys = circuit
+    bad_inputs = [[(ys[0][0] + 1) % R] + ys[0][1:], ys[1]]
+    assert list(np.asarray(G.verify(vk, bad_inputs, proof))) == [False, True]
+    swap = lambda x: x[..., ::-1]            # instance 0's A with instance 1's, etc.
+    for field in ("a", "b", "c"):
+        bad = proof._replace(**{field: swap(getattr(proof, field))})
+        assert not np.any(np.asarray(G.verify(vk, ys, bad))), field
+
+
+def test_blinding_gives_fresh_proofs(circuit):
+    r1cs, w, pk, vk, proof, _, ys = circuit
+    again, _ = G.prove(pk, pce.extract(r1cs), w)         # CSPRNG blinding
+    assert not np.array_equal(np.asarray(again.a), np.asarray(proof.a))
+    assert np.all(np.asarray(G.verify(vk, ys, again)))
+
+
+def test_bad_input(circuit):
+    r1cs, w, pk, vk, proof, _, ys = circuit
+    with pytest.raises(ValueError, match="public inputs"):
+        G.verify(vk, [y[:-1] for y in ys], proof)
+    with pytest.raises(ValueError, match="witness"):
+        G.prove(pk, pce.extract(r1cs), w[..., :-1])

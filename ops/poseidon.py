@@ -24,21 +24,26 @@ M''_k (dense first row and column, identity elsewhere).  Its output equals
 the plain round-by-round Poseidon.
 
 Arrays: a state is an Fr array ``(8, *S, t)`` (limb-major, Montgomery, any
-batch shape S).  A round is a few array kernels (``ops.elementwise``: Pallas
-on CUDA, the interpreter on the CPU): the S-box layer (x², x⁴, x⁵ + key in one
-kernel), the t² products of the matrix in one ``Fr.mul`` and their column sums
-in one kernel (partial rounds: 2t − 1 products).  Each group of rounds (4 full,
-R_P partial, 4 full) is one ``lax.scan``, so a permutation is a small program
-(compile time matters on the CPU; the kernels are small).
+batch shape S).  Inside the permutation it is ``(t, 8, *S)`` and a round is
+ONE elementwise kernel over the ``(t, 8)`` element layout (``ops.elementwise``:
+a Pallas kernel on CUDA, the register-machine interpreter on the CPU): a full
+round is the t S-boxes plus the constant matrix as a rolled loop over its
+rows (t products per step, the constants picked by select chains; the CPU
+recorder unrolls it into t² products by constants); a partial round is one
+S-box and the 2t − 1 products of its sparse matrix (ŵ, v passed as
+arguments).  The round keys are arguments, so each group of rounds (3 full,
+the pre-sparse one, R_P partial, 4 full) is one ``lax.scan`` over a single
+jitted kernel: a permutation is a program of four kernels (CPU compile time
+is per kernel site).
 
-API: ``constants(arity)`` (cached), ``permutation_trace(state, tag?)``,
-``permutation(state)``, ``hash(preimage, tag=None)``, ``merkle_tag``,
-``custom_tag``, ``constant_length_tag``, ``round_numbers(t)``,
-``grain_round_constants(t, r_f, r_p)``, ``mds_matrix(t)``.
+API: ``constants(arity)`` (cached), ``permutation_trace(state) -> Trace``,
+``permutation(state)``, ``hash(preimage, tag=None)``, ``with_tag``,
+``merkle_tag``, ``custom_tag``, ``constant_length_tag``, ``round_numbers(t)``,
+``grain_round_constants(t, r_f, r_p)``, ``mds_matrix(t)``,
+``compress_round_constants``, ``sparse_factors``.
 """
 from __future__ import annotations
 
-import dataclasses
 import functools
 from typing import NamedTuple
 
@@ -48,7 +53,6 @@ import numpy as np
 
 from ops.elementwise import KernelConfig, elementwise
 from ops.field import R_FR, Fr
-from ops.limbs import Unroll
 
 P = R_FR
 SECURITY_BITS = 128         # M
@@ -274,41 +278,38 @@ def _sbox(ar, x, post=None):
     return l2, l4, (l5 if post is None else ar.add(l5, post))
 
 
-def _vec_mat(ar, v, m):
-    """y_j = Σ_i v_i·m[i][j] for a constant matrix m (neptune's
-    product_mds_with_matrix: the state as a row vector).  The products are one
-    group of independent multiplications (``ar.muls``)."""
-    like = ar.like(v[0])
-    t = len(m)
-    pairs, where = [], {}
-    for j in range(t):
-        for i in range(t):
-            c = m[i][j] % P
-            if c not in (0, 1):
-                where[i, j] = len(pairs)
-                pairs.append((v[i], ar.const(c, like)))
-    prods = ar.muls(pairs)
-    out = []
-    for j in range(t):
-        acc = None
-        for i in range(t):
-            c = m[i][j] % P
-            if c == 0:
-                continue
-            term = v[i] if c == 1 else prods[where[i, j]]
-            acc = term if acc is None else ar.add(acc, term)
-        out.append(ar.zero(like) if acc is None else acc)
+def _pick(ar, i, values, like=None, const=False):
+    """values[i]: i a Python int (the CPU recorder unrolls loops) or a traced
+    loop index (a select chain); ``values`` are elements, or constant ints
+    (``const``, shaped like ``like``)."""
+    get = (lambda s: ar.const(values[s], like)) if const else (lambda s: values[s])
+    if isinstance(i, int):
+        return get(i)
+    out = get(0)
+    for s in range(1, len(values)):
+        out = ar.select(i == s, get(s), out)
     return out
 
 
-# Big formulas: the matrix products as one table-driven product loop and
-# rolled limb loops keep the Pallas kernels (and their tracing) small.
-KERNEL_CONFIG = KernelConfig(unroll=Unroll(inner=False, table=True))
-_ARITH = dataclasses.replace(Fr.base_arith, unroll=KERNEL_CONFIG.unroll)
+def _vec_mat(ar, v, m):
+    """y_j = Σ_i v_i·m[i][j] for a constant matrix m (neptune's
+    product_mds_with_matrix: the state as a row vector), as ONE loop over i
+    (``ar.loop``: rolled in a kernel, so the kernel holds t products, not
+    t²; unrolled with constant operands on the CPU)."""
+    like = ar.like(v[0])
+    t = len(m)
+    cols = [[m[i][j] % P for i in range(t)] for j in range(t)]
+
+    def body(i, acc):
+        vi = _pick(ar, i, v)
+        terms = [ar.mul(vi, _pick(ar, i, cols[j], like, const=True)) for j in range(t)]
+        return terms if acc is None else [ar.add(a, b) for a, b in zip(acc, terms)]
+
+    return ar.loop(t - 1, lambda k, acc: body(k + 1, acc), body(0, None))
 
 
 @functools.lru_cache(maxsize=None)
-def _full_round_kernel(arity: int, matrix: str):
+def _full_round_kernel(arity: int, matrix: str, config: KernelConfig = Fr.config):
     """One full round on states (t, 8, *S): every element's S-box plus its
     key (``post`` (t, 8), an argument), then the state times the constant
     matrix ``matrix`` ('mds' or 'pre_sparse').  Returns (x², x⁴, x⁵ + post,
@@ -322,12 +323,12 @@ def _full_round_kernel(arity: int, matrix: str):
         return list(l2), list(l4), list(l5), _vec_mat(ar, l5, mat)
 
     lay = (t, Fr.L)
-    return jax.jit(elementwise(formula, [lay, lay], [(lay, jnp.uint32)] * 4, _ARITH,
-                               KERNEL_CONFIG, name=f"poseidon{arity}_full_{matrix}"))
+    return jax.jit(elementwise(formula, [lay, lay], [(lay, jnp.uint32)] * 4, Fr.base_arith,
+                               config, name=f"poseidon{arity}_full_{matrix}"))
 
 
 @functools.lru_cache(maxsize=None)
-def _partial_round_kernel(arity: int):
+def _partial_round_kernel(arity: int, config: KernelConfig = Fr.config):
     """One partial round on states (t, 8, *S): element 0's S-box plus its key
     (8,), then the sparse matrix given as arguments ŵ (t, 8), v (t−1, 8):
     y_0 = Σ_i ŵ_i·x_i, y_j = x_j + v_j·x_0 (x_0 the S-box output).  Returns
@@ -345,7 +346,7 @@ def _partial_round_kernel(arity: int):
     el = (Fr.L,)
     return jax.jit(elementwise(formula, [(t, Fr.L), el, (t, Fr.L), (t - 1, Fr.L)],
                                [(el, jnp.uint32)] * 3 + [((t, Fr.L), jnp.uint32)],
-                               Fr.base_arith, Fr.config, name=f"poseidon{arity}_partial"))
+                               Fr.base_arith, config, name=f"poseidon{arity}_partial"))
 
 
 @functools.lru_cache(maxsize=None)

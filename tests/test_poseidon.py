@@ -239,3 +239,21 @@ def test_gadget_witness(arity, shape):
 def test_gadget_bad_input():
     with pytest.raises(ValueError, match="tag"):
         C.record(lambda cs, _: G.poseidon_hash(cs, Num.alloc(cs, (2,)), tag=R))
+
+
+@pytest.mark.parametrize("arity", [2, pytest.param(8, marks=pytest.mark.slow)])
+def test_round_kernels_pallas_interpret(arity):
+    """The GPU kernel bodies of the rounds (rolled matrix loop with select
+    chains), run by Pallas in interpret mode, equal the default path."""
+    from ops.elementwise import KernelConfig
+    interp = KernelConfig(interpret=True)
+    t = arity + 1
+    rng = random.Random(3)
+    x = jnp.moveaxis(fr([[rng.randrange(R) for _ in range(5)] for _ in range(t)]), 0, 1)
+    _, post, keys, w_hat, v, _ = P._device_constants(arity)
+    same = lambda a, b: all(np.array_equal(np.asarray(p), np.asarray(q)) for p, q in zip(a, b))
+    for matrix in ("mds", "pre_sparse"):
+        assert same(P._full_round_kernel(arity, matrix, interp)(x, post[0]),
+                    P._full_round_kernel(arity, matrix)(x, post[0]))
+    assert same(P._partial_round_kernel(arity, interp)(x, keys[0], w_hat[0], v[0]),
+                P._partial_round_kernel(arity)(x, keys[0], w_hat[0], v[0]))

@@ -31,7 +31,7 @@ from __future__ import annotations
 import jax.numpy as jnp
 import numpy as np
 
-from circuits.cs import ONE, concat_lcs, stack_lcs
+from circuits.cs import ONE, stack_lcs
 from circuits.gadgets.num import Num
 from ops import poseidon as native
 from ops.field import R_FR
@@ -88,8 +88,8 @@ def poseidon_hash(cs, preimage: Num, tag: int | None = None) -> Num:
     cs.enforce(lambda: (stack_lcs([s, l2, s]), stack_lcs([s, l2, l4]),
                         stack_lcs([l2, l4, l5 - ones_with(S + (arity,), post[1:])])))
     tag5 = (pow(tag + pre[0], 5, R_FR) + post[0]) % R_FR
-    state = _times(cs, np.concatenate([np.full(S + (1,), ONE), v[..., 2]], -1), c.mds,
-                   first_scale=tag5)
+    state = _State(np.concatenate([np.full(S + (1,), ONE), v[..., 2]], -1),
+                   _transpose(c.mds, [tag5] + [1] * arity))
 
     off = 2 * t
     for r in range(1, c.full_rounds):
@@ -97,41 +97,61 @@ def poseidon_hash(cs, preimage: Num, tag: int | None = None) -> Num:
         keys = [0] * t if last else crc[off:off + t]
         off += 0 if last else t
         v = cs.alloc(S + (t, 4))
-        e = state
+        e = state.lcs(cs)
         l, l2, l4, l5 = (cs.lc(v[..., k]) for k in range(4))
         cs.enforce(lambda: (stack_lcs([e, l, l2, l]), stack_lcs([one(S + (t,)), l, l2, l4]),
                             stack_lcs([l, l2, l4, l5 - ones_with(S + (t,), keys)])))
-        state = _times(cs, v[..., 3], c.pre_sparse if r == h - 1 else c.mds)
+        state = _State(v[..., 3], _transpose(c.pre_sparse if r == h - 1 else c.mds))
         if r == h - 1:
             for k in range(rp):
                 state = _partial_round(cs, state, crc[off], c.sparse[k], S)
                 off += 1
     assert off == len(crc)
     res = cs.alloc(S)
-    cs.enforce(lambda: (state[..., 1], one(S), cs.lc(res)))
+    out = state.lcs(cs, 1)
+    cs.enforce(lambda: (out, one(S), cs.lc(res)))
     return Num(S, res, None)
 
 
-def _times(cs, var, m, first_scale=1):
-    """The LCs y_j = Σ_i m[i][j]·x_i of variables x = var (*S, t) (the state as
-    a row vector times m); x_0's coefficients are scaled by ``first_scale``
-    (the constant tag after round 0: var[..., 0] = ONE)."""
+class _State:
+    """The state as linear combinations (record mode): element j is
+    Σ_b coef[j][b]·basis[..., b].  All instances share the coefficients
+    (ints mod r); only the variables differ, so the bookkeeping of the
+    partial rounds (one new basis variable per round) is independent of the
+    batch size."""
+
+    def __init__(self, basis, coef):
+        self.basis = basis            # int64 ids (*S, n)
+        self.coef = coef              # t lists of n ints
+
+    def lcs(self, cs, j=None):
+        """The LCs of all elements (*S, t), or of element j (*S,)."""
+        if j is not None:
+            return cs.lc(self.basis, self.coef[j]).sum(-1)
+        return cs.lc(self.basis[..., None, :], self.coef).sum(-1)
+
+
+def _transpose(m, scale=None):
+    """Coefficients of y_j = Σ_i m[i][j]·s_i·x_i (row vector x times m)."""
     t = len(m)
-    coef = [[m[i][j] * (first_scale if i == 0 else 1) % R_FR for i in range(t)]
-            for j in range(t)]
-    return cs.lc(var[..., None, :], coef).sum(-1)
+    scale = scale or [1] * t
+    return [[m[i][j] * scale[i] % R_FR for i in range(t)] for j in range(t)]
 
 
 def _partial_round(cs, state, key, sparse, S):
     """Element 0: e·1 = l, l·l = l2, l2·l2 = l4, l·l4 = l5 − key; then the
-    sparse matrix: y_0 = Σ_i ŵ_i·x_i (x_0 = l5), y_j = x_j + v_j·l5 (LCs)."""
+    sparse matrix, y_0 = Σ_i ŵ_i·x_i (x_0 = l5), y_j = x_j + v_j·l5: l5
+    joins the basis."""
     w_hat, v_rest = sparse
     v = cs.alloc(S + (4,))
-    e0 = state[..., 0]
+    e0 = state.lcs(cs, 0)
     l, l2, l4, l5 = (cs.lc(v[..., k]) for k in range(4))
     ones = cs.lc(np.full(S, ONE))
     cs.enforce(lambda: (stack_lcs([e0, l, l2, l]), stack_lcs([ones, l, l2, l4]),
                         stack_lcs([l, l2, l4, l5 - cs.lc(np.full(S, ONE), int(key))])))
-    y0 = (l5.scale(int(w_hat[0])) + state[..., 1:].scale([int(w) for w in w_hat[1:]]).sum(-1))
-    rest = state[..., 1:] + cs.lc(v[..., 3:4], [int(x) for x in v_rest])
-    return concat_lcs([y0.compact()[..., None], rest.compact()], -1)
+    t = len(w_hat)
+    n = len(state.coef[0])
+    y0 = [sum(w_hat[i] * state.coef[i][b] for i in range(1, t)) % R_FR for b in range(n)]
+    coef = [y0 + [w_hat[0] % R_FR]] + [state.coef[j] + [v_rest[j - 1] % R_FR]
+                                       for j in range(1, t)]
+    return _State(np.concatenate([state.basis, v[..., 3:4]], -1), coef)

@@ -9,7 +9,7 @@
   row, a wrong leaf or a wrong index leaves a failing row.
 
 Compile discipline: three small insert circuits, one PoR witness circuit
-(a 8-4-2 tree, so every arity's hash runs once)."""
+(a 8-4-2 tree: every arity's hash, and a scanned run of levels)."""
 from __future__ import annotations
 
 import math
@@ -124,7 +124,9 @@ def ref_path(layers, arities, index):
     return sibs
 
 
-TREE = (8, 4, 2)                      # 64 leaves: one level of each arity
+# 8-4-2 with 4096 leaves: three base levels (in witness mode the last two run
+# as one scanned cs.loop step), then one level of arity 4 and one of arity 2
+TREE = M.tree_arities(8, 4, 2, 4096)
 
 
 def por_inputs(leaves, index, sibs, root):
@@ -133,14 +135,14 @@ def por_inputs(leaves, index, sibs, root):
 
 
 def test_por_witness():
-    """Real paths of a 64-leaf 8-4-2 tree (two instances): every row holds and
+    """Real paths of a 4096-leaf 8-4-2 tree (two instances): every row holds and
     the public inputs are the packed index and the root; a wrong leaf or a
     wrong index (the siblings of another position) leaves a failing row."""
     rng = random.Random(7)
     leaves = [rng.randrange(R) for _ in range(math.prod(TREE))]
     layers = ref_tree(leaves, TREE)
     root = layers[-1][0]
-    index = [37, 6]
+    index = [3001, 6]
     paths = [ref_path(layers, TREE, i) for i in index]
     sibs = [[paths[b][lv] for b in range(2)] for lv in range(len(TREE))]
     r1cs = C.record(por_circuit, TREE, False)
@@ -169,21 +171,3 @@ def test_bad_path_input():
     with pytest.raises(ValueError, match="sibling levels"):
         C.witness(short, fr([1, 2]), in_axes=1)
 
-
-def test_binary_path_scanned():
-    """Three binary levels: the last two run as one scanned step in witness
-    mode (cs.loop); the computed root is the reference root, and the
-    variable order is the unrolled one (the record's rows hold)."""
-    rng = random.Random(8)
-    leaves = [rng.randrange(R) for _ in range(8)]
-    layers = ref_tree(leaves, (2, 2, 2))
-    index = [5, 2]
-    paths = [ref_path(layers, (2, 2, 2), i) for i in index]
-    sibs = [[paths[b][lv] for b in range(2)] for lv in range(3)]
-    r1cs = C.record(por_circuit, (2, 2, 2), True)
-    w, _ = C.witness_with_outputs(por_circuit, por_inputs([leaves[i] for i in index], index,
-                                                          sibs, [layers[-1][0]] * 2),
-                                  (2, 2, 2), True, in_axes=M.por_in_axes(3))
-    w = np.asarray(w)
-    for b in range(2):
-        assert C.is_satisfied(r1cs, w[:, b]) == (True, None)

@@ -27,8 +27,9 @@ private (+3 rows: base 8 with 64 leaves is 1,063 rows).
 
 Tensors: any leading batch shape S; the leaf and root are ``Num`` (*S,).
 Witness inputs (``MerklePath``): ``index`` uint32 (*S,) and per level the
-siblings Fr (8, *S, a − 1).  Levels of one arity run as one ``cs.loop``
-(a single scanned step in witness mode).
+siblings Fr (8, *S, a − 1).  Each run of levels of one arity is one
+``cs.loop`` (witness mode: the first level unrolled, the rest of the run one
+``lax.scan`` step, so a 10-level base tree compiles two hash programs).
 """
 from __future__ import annotations
 
@@ -100,7 +101,7 @@ def insert(cs, x: Num, bits: Bo.Bits, siblings: Num) -> Num:
         for name, cond, yes, no in table:
             vals[name] = jnp.where(conds[cond].value[None] != 0, vals[yes], vals[no])
         picks = jnp.stack([vals[p[0]] for p in table], -1)
-        r = cs.alloc(S + (len(table),), lambda: picks)
+        cs.alloc(S + (len(table),), lambda: picks)
         out = jnp.stack([vals[f"p{i}"] for i in range(a)], -1)
         return Num(S + (a,), None, out)
 

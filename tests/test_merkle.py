@@ -171,3 +171,47 @@ def test_bad_path_input():
     with pytest.raises(ValueError, match="sibling levels"):
         C.witness(short, fr([1, 2]), in_axes=1)
 
+
+
+def given_bits_circuit(cs, inputs, arities):
+    """por_no_challenge_input's shape: the challenge bits allocated first,
+    then the path without its own bits, then root equality."""
+    w = not cs.recording
+    n = sum(a.bit_length() - 1 for a in arities)
+    shifts = jnp.arange(n, dtype=jnp.uint32)
+    bits = Bo.alloc_bits(cs, (n,), None if not w else (
+        lambda: (jnp.asarray(inputs.path.index, jnp.uint32) >> shifts) & 1))
+    leaf = Num.alloc(cs, (), (lambda: inputs.leaf) if w else None)
+    root, _ = M.merkle_root(cs, leaf, arities, inputs.path if w else None, index_bits=bits)
+    rt = Num.alloc(cs, (), (lambda: inputs.root) if w else None)
+    cs.enforce(lambda: (root.lc(cs), cs.lc(np.full((), C.ONE)), rt.lc(cs)))
+
+
+@pytest.mark.parametrize("arity, want", [(2, 313), (4, 385), (8, 527)])
+def test_level_counts_given_bits(arity, want):
+    k = arity.bit_length() - 1
+    r1cs = C.record(given_bits_circuit, (arity, arity))
+    assert r1cs.num_constraints == 2 * k + 2 * want + 1
+
+
+@pytest.mark.slow
+def test_given_bits_witness():
+    """Three binary levels with caller-allocated bits (two of them scanned):
+    the right path satisfies every row, the wrong index does not."""
+    rng = random.Random(9)
+    tree = (2, 2, 2)
+    leaves = [rng.randrange(R) for _ in range(8)]
+    layers = ref_tree(leaves, tree)
+    index = [5, 2]
+    paths = [ref_path(layers, tree, i) for i in index]
+    sibs = [[paths[b][lv] for b in range(2)] for lv in range(3)]
+    r1cs = C.record(given_bits_circuit, tree)
+    fn = C.witness_fn(given_bits_circuit, tree, in_axes=M.por_in_axes(3))
+    w = np.asarray(fn(por_inputs([leaves[i] for i in index], index, sibs,
+                                 [layers[-1][0]] * 2))[0])
+    for b in range(2):
+        assert C.is_satisfied(r1cs, w[:, b]) == (True, None)
+    w = np.asarray(fn(por_inputs([leaves[i] for i in index], [4, 2], sibs,
+                                 [layers[-1][0]] * 2))[0])
+    assert not C.is_satisfied(r1cs, w[:, 0])[0]
+    assert C.is_satisfied(r1cs, w[:, 1])[0]

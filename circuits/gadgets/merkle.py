@@ -148,12 +148,21 @@ def _check_path(arities):
     return arities
 
 
-def merkle_root(cs, leaf: Num, arities, path: MerklePath | None):
+def merkle_root(cs, leaf: Num, arities, path: MerklePath | None,
+                index_bits: Bo.Bits | None = None):
     """Ascend an inclusion path from ``leaf`` (*S,) through levels of
-    ``arities`` (leaves first).  Returns (the computed root Num (*S,), the
-    allocated index bits Bits (*S, Σ log2 a), little-endian)."""
+    ``arities`` (leaves first).  The index bits are allocated level by level
+    (``SubPath::synthesize``), or taken from ``index_bits`` (*S, Σ log2 a),
+    allocated by the caller (``por_no_challenge_input``: 313 / 385 / 527 rows
+    a level; ``path.index`` is then not used).  Returns (the computed root
+    Num (*S,), the index bits Bits (*S, Σ log2 a), little-endian)."""
     arities = _check_path(arities)
     S = tuple(leaf.shape)
+    nbits = sum(a.bit_length() - 1 for a in arities)
+    given = index_bits is not None
+    if given and (index_bits.shape != S + (nbits,) or not (index_bits.kind == Bo.IS).all()):
+        raise ValueError(f"merkle_root: index_bits must be {S + (nbits,)} allocated bits, "
+                         f"got shape {index_bits.shape}")
     if not cs.recording and len(path.siblings) != len(arities):
         raise ValueError(f"merkle_root: {len(path.siblings)} sibling levels for "
                          f"{len(arities)} arities")
@@ -164,22 +173,28 @@ def merkle_root(cs, leaf: Num, arities, path: MerklePath | None):
         while level + run < len(arities) and arities[level + run] == a:
             run += 1
         k = a.bit_length() - 1
-        if cs.recording:
-            xs = [None] * run
-        else:
-            index = jnp.asarray(path.index).astype(jnp.uint32)
-            xs = []
-            for j in range(run):
-                sh = jnp.arange(offset + j * k, offset + (j + 1) * k, dtype=jnp.uint32)
+        xs = []
+        for j in range(run):
+            lo = offset + j * k
+            if given:
+                bits = index_bits[..., lo:lo + k]
+            elif not cs.recording:
+                sh = jnp.arange(lo, lo + k, dtype=jnp.uint32)
+                bits = (jnp.asarray(path.index).astype(jnp.uint32)[..., None] >> sh) & 1
+            else:
+                bits = None
+            sib = None
+            if not cs.recording:
                 sib = jnp.asarray(path.siblings[level + j])
                 if sib.shape != (8,) + S + (a - 1,):
                     raise ValueError(f"merkle_root: level {level + j} siblings have shape "
                                      f"{sib.shape}, expected {(8,) + S + (a - 1,)}")
-                xs.append(((index[..., None] >> sh) & 1, sib))
+            xs.append((bits, sib))
 
         def body(cs, cur, x, a=a, k=k):
-            bits = Bo.alloc_bits(cs, S + (k,), None if x is None else (lambda: x[0]))
-            sib = Num.alloc(cs, S + (a - 1,), None if x is None else (lambda: x[1]))
+            bits = x[0] if given else Bo.alloc_bits(
+                cs, S + (k,), None if cs.recording else (lambda: x[0]))
+            sib = Num.alloc(cs, S + (a - 1,), None if cs.recording else (lambda: x[1]))
             return poseidon_hash(cs, insert(cs, cur, bits, sib)), bits
 
         cur, bits = cs.loop(body, cur, xs)

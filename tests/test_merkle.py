@@ -6,7 +6,9 @@
   [T] (1,887 / 1,164 / 1,063 / 1,377 / 1,593 / 1,764 / 1,907);
 * Python lists (insert at every position) and trees built with the plain
   Python-integer Poseidon of tests/test_poseidon.py: real paths satisfy every
-  row, a wrong leaf or a wrong index leaves a failing row.
+  row, a wrong leaf or a wrong index leaves a failing row;
+* filecoin-hashers' binary-tree vector (leaves [1, 0, 0, 1]) for the native
+  tree builder.
 
 Compile discipline: three small insert circuits, one PoR witness circuit
 (a 8-4-2 tree: every arity's hash, and a scanned run of levels)."""
@@ -24,7 +26,7 @@ from circuits.gadgets import boolean as Bo
 from circuits.gadgets import merkle as M
 from circuits.gadgets.num import Num
 from tests.conftest import R
-from tests.test_poseidon import fr, ints, ref_poseidon
+from tests.test_poseidon import H_1_0, ROOT_1001, fr, ints, ref_poseidon
 
 
 # ---------------------------------------------------------------- counts
@@ -163,6 +165,22 @@ def test_por_witness():
     w = run([leaves[i] for i in index], [index[0], index[1] ^ 1])
     assert C.is_satisfied(r1cs, w[:, 0])[0]
     assert not C.is_satisfied(r1cs, w[:, 1])[0]
+
+
+def test_native_tree_vector():
+    """tree_layers over the leaves [1, 0, 0, 1] (filecoin-hashers
+    test_poseidon_hasher) gives the note's root; tree_path gives the
+    reference siblings."""
+    layers = M.tree_layers(fr([1, 0, 0, 1]), (2, 2))
+    assert ints(layers[1])[0] == H_1_0
+    assert ints(layers[-1])[0] == ROOT_1001
+    ref = ref_tree([1, 0, 0, 1], (2, 2))
+    assert [list(ints(x)) for x in layers] == ref
+    path = M.tree_path(layers, (2, 2), jnp.asarray([2, 1]))
+    assert [ints(s).tolist() for s in path.siblings] == \
+        [[[ref_path(ref, (2, 2), i)[lv][0]] for i in (2, 1)] for lv in range(2)]
+    with pytest.raises(ValueError, match="leaves"):
+        M.tree_layers(fr([1, 0, 0]), (2, 2))
 
 
 def test_bad_path_input():

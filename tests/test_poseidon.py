@@ -2,8 +2,9 @@
 references:
 
 * neptune's test vectors (research/filecoin-circuits.md §3: hashes of
-  [0, .., arity−1], the first/last Grain constants, the binary-tree vector of
-  filecoin-hashers) and neptune's round-number table (round_numbers.rs);
+  [0, .., arity−1], the first/last Grain constants; the binary-tree vector of
+  filecoin-hashers is checked in test_merkle.py) and neptune's round-number
+  table (round_numbers.rs);
 * ``ref_poseidon`` below: the *plain* Poseidon (round constants before each
   S-box layer, the dense Cauchy matrix every round) with its own Grain LFSR,
   written from the paper's description in Python integers, sharing no code
@@ -170,14 +171,6 @@ def test_native_hash(arity):
     custom = ints(P.hash(x, tag=P.custom_tag(3)))
     assert custom[1, 1] == ref_poseidon(pre[1][1], tag=3 << 40)
     assert custom[0, 0] != out[0, 0]
-
-
-def test_binary_tree_vector():
-    """filecoin-hashers test_poseidon_hasher: leaves [1, 0, 0, 1]."""
-    level1 = ints(P.hash(fr([[[1, 0], [0, 1]], [[0, 0], [0, 0]]])))   # the (2, 2) batch
-    assert level1[0, 0] == H_1_0
-    root = ints(P.hash(fr([[list(level1[0]), [0, 0]], [[0, 0], [0, 0]]])))
-    assert root[0, 0] == ROOT_1001
 
 
 def test_bad_input():

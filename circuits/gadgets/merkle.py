@@ -25,6 +25,9 @@ So a level costs 314 / 387 / 530 rows for a = 2 / 4 / 8.  ``por`` is
 packed into public inputs, root equality, and the root made public unless
 private (+3 rows: base 8 with 64 leaves is 1,063 rows).
 
+Native companions: ``tree_layers`` (batched Poseidon per level) and
+``tree_path`` (the siblings of a leaf index), giving ``MerklePath`` inputs.
+
 Tensors: any leading batch shape S; the leaf and root are ``Num`` (*S,).
 Witness inputs (``MerklePath``): ``index`` uint32 (*S,) and per level the
 siblings Fr (8, *S, a − 1).  Each run of levels of one arity is one
@@ -44,6 +47,7 @@ from circuits.gadgets import boolean as Bo
 from circuits.gadgets.multipack import pack_into_inputs
 from circuits.gadgets.num import Num
 from circuits.gadgets.poseidon import poseidon_hash
+from ops import poseidon as native
 
 # insert tables (insertion.rs insert_2 / insert_4 / insert_8): each pick is
 # (name, cond, if_true, if_false); sources: "x" the inserted node, "e<i>" the
@@ -202,6 +206,43 @@ def merkle_root(cs, leaf: Num, arities, path: MerklePath | None,
         offset += run * k
         level += run
     return cur, Bo.concat(all_bits, -1)
+
+
+def tree_layers(leaves, arities) -> list:
+    """Native tree building: leaves Fr (8, *S, n) with n = Π arities ->
+    the layers [(8, *S, n), (8, *S, n / a_0), ..., (8, *S, 1)], each node the
+    MerkleTree-tagged Poseidon hash of a consecutive group of children (one
+    batched hash per level)."""
+    arities = _check_path(arities)
+    layer = jnp.asarray(leaves)
+    if layer.shape[-1] != math.prod(arities):
+        raise ValueError(f"tree_layers: {layer.shape[-1]} leaves for arities {arities}")
+    layers = [layer]
+    for a in arities:
+        layer = native.hash(layer.reshape(layer.shape[:-1] + (layer.shape[-1] // a, a)))
+        layers.append(layer)
+    return layers
+
+
+def tree_path(layers, arities, index) -> MerklePath:
+    """The inclusion paths of leaves ``index`` in ``tree_layers``'s layers
+    (the index shape broadcasts against the trees' batch shape: one tree,
+    many challenges works): per level the siblings of the path's node in
+    child order, Fr (8, *batch, a − 1)."""
+    arities = _check_path(arities)
+    index = jnp.asarray(index).astype(jnp.int32)
+    sibs, idx = [], index
+    for layer, a in zip(layers, arities):
+        group, pos = idx // a, idx % a
+        others = jnp.asarray([[j for j in range(a) if j != p] for p in range(a)], jnp.int32)
+        batch = jnp.broadcast_shapes(layer.shape[1:-1], idx.shape)
+        cols = jnp.broadcast_to(group[..., None] * a + others[pos], batch + (a - 1,))
+        lead = (1,) * (len(batch) - (layer.ndim - 2))          # align the batch axes right
+        layer = jnp.broadcast_to(layer.reshape(layer.shape[:1] + lead + layer.shape[1:]),
+                                 layer.shape[:1] + batch + layer.shape[-1:])
+        sibs.append(jnp.take_along_axis(layer, cols[None], axis=-1))
+        idx = group
+    return MerklePath(index.astype(jnp.uint32), tuple(sibs))
 
 
 class PoRInputs(NamedTuple):

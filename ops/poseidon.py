@@ -397,8 +397,7 @@ def _scan_full(kernel, x, posts):
     return jax.lax.scan(lambda x, k: _full_round(kernel, x, k), x, jnp.asarray(posts))
 
 
-@functools.partial(jax.jit, static_argnums=1)
-def _trace(state, arity):
+def _trace_impl(state, arity):
     pre, post1, keys, w_hat, v, post2 = _device_constants(arity)
     c = constants(arity)
     h = c.full_rounds // 2
@@ -418,6 +417,11 @@ def _trace(state, arity):
     full = jnp.concatenate([ys1, ys2[None], ys3])                    # (R_F, 4, t, 8, *S)
     full = jnp.moveaxis(full, 2, -1)                                 # (R_F, 4, 8, *S, t)
     return Trace(full[0, 1:], full[1:], part, jnp.moveaxis(x, 0, -1))
+
+
+_trace = jax.jit(_trace_impl, static_argnums=1)
+# the hash alone: the intermediates are dead code inside this jit (no trace kept)
+_hash = jax.jit(lambda state, arity: _trace_impl(state, arity).out[..., 1], static_argnums=1)
 
 
 def _check_state(state, what: str):
@@ -455,4 +459,4 @@ def hash(preimage, tag: int | None = None):  # noqa: A001 - neptune's name
     preimage = _check_state(preimage, "the preimage")
     arity = preimage.shape[-1]
     tag = merkle_tag(arity) if tag is None else tag
-    return permutation_trace(with_tag(preimage, tag)).out[..., 1]
+    return _hash(with_tag(preimage, tag), arity)

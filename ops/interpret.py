@@ -227,8 +227,12 @@ def _branches(base):
     The CPU always uses unrolled carry chains: on XLA:CPU a rolled chain
     rotates whole rows through the loop carry, i.e. copies them (measured 4x
     slower additions at 2^16), and the interpreter is compiled once per field
-    anyway, so the longer code costs little."""
-    base = dataclasses.replace(base, unroll=dataclasses.replace(base.unroll, chains=True, mul=False))
+    anyway, so the longer code costs little.  Likewise the inner loop of the
+    multiplication is always unrolled here, whatever the GPU kernels use
+    (G2 and the Fq12 tower roll it to keep Triton compiles short; on the CPU
+    rolled it made the pairing ~7x slower)."""
+    base = dataclasses.replace(base, unroll=dataclasses.replace(base.unroll, chains=True, mul=False,
+                                                                inner=True))
     L, pl = base.L, base.pl
     rolled = not base.unroll.chains
     rows = lambda x: [x[i] for i in range(L)]

@@ -1,0 +1,86 @@
+"""Time-vs-size plot of recorded NTT/MSM results, with goals and floors, as a
+dependency-free SVG (log2 size on x, log10 seconds on y).
+
+    python -m bench.plot bench/results/ntt_msm_h200_*.jsonl --out bench/results/ntt_msm_h200.svg
+
+Series: one per (case, commit) of the records; goals (issue 3) as crosses;
+floors as dashed lines: NTT n/2·log2 n Fr products at the measured 27.7·10⁹/s,
+MSM G1 16·n mixed additions at the measured 1.01·10⁹/s, MSM G2 at 0.241·10⁹/s.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+
+GOALS = {"ntt": {20: 0.5e-3, 24: 10e-3}, "msm_G1": {20: 20e-3, 22: 60e-3, 24: 110e-3},
+         "msm_G2": {20: 60e-3}}
+FLOORS = {"ntt": lambda k: (1 << k) / 2 * k / 27.7e9,
+          "msm_G1": lambda k: 16 * (1 << k) / 1.01e9,
+          "msm_G2": lambda k: 16 * (1 << k) / 0.241e9}
+COLORS = {"ntt": "#1f77b4", "msm_G1": "#d62728", "msm_G2": "#2ca02c", "msm_G1_bits75": "#ff7f0e"}
+W, H, PAD = 760, 480, 60
+
+
+def load(paths):
+    series = {}
+    for p in paths:
+        for line in open(p):
+            r = json.loads(line)
+            if "median_s" not in r or "log_n" not in r or r["case"] not in COLORS:
+                continue
+            series.setdefault((r["case"], r["commit"]), {})[r["log_n"]] = r["median_s"]
+    return series
+
+
+def svg(series, xs=(16, 26), ys=(-5, 0)):
+    def X(k):
+        return PAD + (k - xs[0]) / (xs[1] - xs[0]) * (W - 2 * PAD)
+
+    def Y(t):
+        return H - PAD - (math.log10(t) - ys[0]) / (ys[1] - ys[0]) * (H - 2 * PAD)
+
+    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{H}" font-family="sans-serif" '
+           f'font-size="11"><rect width="{W}" height="{H}" fill="white"/>']
+    for k in range(xs[0], xs[1] + 1, 2):
+        out.append(f'<line x1="{X(k)}" y1="{PAD}" x2="{X(k)}" y2="{H - PAD}" stroke="#eee"/>'
+                   f'<text x="{X(k)}" y="{H - PAD + 15}" text-anchor="middle">2^{k}</text>')
+    for e in range(ys[0], ys[1] + 1):
+        out.append(f'<line x1="{PAD}" y1="{Y(10 ** e)}" x2="{W - PAD}" y2="{Y(10 ** e)}" stroke="#eee"/>'
+                   f'<text x="{PAD - 5}" y="{Y(10 ** e) + 4}" text-anchor="end">1e{e} s</text>')
+    for case, f in FLOORS.items():
+        pts = " ".join(f"{X(k)},{Y(f(k))}" for k in range(xs[0], xs[1] + 1))
+        out.append(f'<polyline points="{pts}" fill="none" stroke="{COLORS[case]}" '
+                   f'stroke-dasharray="4 3" opacity="0.6"/>')
+    for case, g in GOALS.items():
+        for k, t in g.items():
+            out.append(f'<text x="{X(k)}" y="{Y(t) + 4}" text-anchor="middle" fill="{COLORS[case]}" '
+                       f'font-size="14">×</text>')
+    legend = 0
+    for (case, commit), pts in sorted(series.items()):
+        ks = sorted(pts)
+        line = " ".join(f"{X(k)},{Y(pts[k])}" for k in ks)
+        out.append(f'<polyline points="{line}" fill="none" stroke="{COLORS[case]}" stroke-width="2"/>')
+        out += [f'<circle cx="{X(k)}" cy="{Y(pts[k])}" r="3" fill="{COLORS[case]}"/>' for k in ks]
+        out.append(f'<text x="{PAD + 10}" y="{PAD + 14 * legend}" fill="{COLORS[case]}">'
+                   f'{case} @ {commit}</text>')
+        legend += 1
+    out.append(f'<text x="{W - PAD}" y="{PAD - 20}" text-anchor="end">solid: measured (median); '
+               f'dashed: floor at measured kernel rates; ×: goal</text></svg>')
+    return "\n".join(out)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("files", nargs="+")
+    ap.add_argument("--out", required=True)
+    a = ap.parse_args()
+    tmp = a.out + ".tmp"
+    with open(tmp, "w") as f:
+        f.write(svg(load(a.files)))
+    os.replace(tmp, a.out)
+
+
+if __name__ == "__main__":
+    main()

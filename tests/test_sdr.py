@@ -10,7 +10,9 @@
   and the Python-integer checker for every row (a wrong label is rejected).
 
 Compile discipline: one witness circuit (a batch of 2 labels, layer 2);
-the recordings are batch-independent and shared by a module fixture."""
+the production recording (~12 s on the CPU: 20 compressions) is shared by
+a module fixture; the create_label test recording is another ~12 s and
+runs with --runslow."""
 from __future__ import annotations
 
 import random
@@ -30,6 +32,7 @@ LAYER = 2
 B = 2
 
 
+@pytest.mark.slow
 def test_create_label_test_count():
     """create_label.rs test_create_label: bytes_into_boolean_vec_be inputs."""
     def circuit(cs, _):

@@ -52,6 +52,19 @@ def test_hash2_and_level_counts():
     assert C.record(level, True).num_constraints - 1 == 45_381
 
 
+def test_comm_d_opening_count():
+    """StackedCircuit's comm_d inclusion: the data leaf and comm_d are the
+    caller's Nums, the root stays private: 45,382·depth + 2 (§2.2)."""
+    def opening(cs, _, depth, shape):
+        leaf, comm_d = Num.alloc(cs, shape), Num.alloc(cs, shape)
+        SM.por(cs, None, depth, True, shape, leaf=leaf, root=comm_d)
+    r1cs = C.record(opening, 1, (2,))
+    assert r1cs.num_constraints == 2 * (45_382 + 2)
+    assert r1cs.num_inputs == 1 + 2                  # ONE and the packed bits of each
+    with pytest.raises(ValueError, match="leaf has shape"):
+        C.record(lambda cs, _: SM.por(cs, None, 1, True, (2,), leaf=Num.alloc(cs, ())))
+
+
 def por_circuit(cs, inputs, depth, private):
     return SM.por(cs, inputs, depth, private, shape=()).value
 

@@ -150,17 +150,26 @@ def merkle_root(cs, leaf: Num, depth: int, path: MerklePath | None,
     return root, Bo.concat(bits, -1)
 
 
-def por(cs, inputs: PoRInputs | None, depth: int, private: bool = False, shape=()) -> Num:
+def por(cs, inputs: PoRInputs | None, depth: int, private: bool = False, shape=(),
+        leaf: Num | None = None, root: Num | None = None) -> Num:
     """``PoRCircuit::synthesize`` for a binary SHA-256 tree of ``depth``
-    levels over a batch ``shape``: leaf allocated, path, index bits packed
-    into a public input, root allocated and enforced equal (computed·1 =
-    root), made public unless ``private``.  Returns the root Num."""
+    levels over a batch ``shape``: the leaf allocated (or the caller's Num:
+    ``Root::Var``), the path, the index bits packed into a public input, the
+    root allocated (or the caller's Num) and enforced equal (computed·1 =
+    root), made public unless ``private``.  StackedCircuit's comm_d opening
+    passes its data leaf and comm_d with ``private=True``: 45,382·depth + 2
+    rows.  Returns the root Num."""
     shape = tuple(shape)
     w = not cs.recording
-    leaf = Num.alloc(cs, shape, (lambda: jnp.asarray(inputs.leaf)) if w else None)
+    for name, x in (("leaf", leaf), ("root", root)):
+        if x is not None and x.shape != shape:
+            raise ValueError(f"sha por: the {name} has shape {x.shape}, expected {shape}")
+    if leaf is None:
+        leaf = Num.alloc(cs, shape, (lambda: jnp.asarray(inputs.leaf)) if w else None)
     computed, bits = merkle_root(cs, leaf, depth, inputs.path if w else None)
     pack_into_inputs(cs, bits)
-    root = Num.alloc(cs, shape, (lambda: jnp.asarray(inputs.root)) if w else None)
+    if root is None:
+        root = Num.alloc(cs, shape, (lambda: jnp.asarray(inputs.root)) if w else None)
     cs.enforce(lambda: (computed.lc(cs), cs.lc(np.full(shape, ONE)), root.lc(cs)))
     if not private:
         root.inputize(cs)

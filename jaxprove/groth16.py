@@ -41,7 +41,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxprove import pce
+from jaxprove import pce, store
+from ops import encoding
 from ops import msm as M
 from ops import ntt as N
 from ops import pairing as PA
@@ -314,3 +315,63 @@ def verify(vk: VerifyingKey, public_inputs, proof: Proof):
         [proof.a, _neg_affine(vk.alpha_g1), _neg_affine(ic), _neg_affine(proof.c)],
         [proof.b, vk.beta_g2, vk.gamma_g2, vk.delta_g2])
     return bool(ok) if np.ndim(ok) == 0 else ok
+
+
+# ------------------------------------------------------------------ encoding
+PROOF_BYTES = 192
+
+
+def proof_to_bytes(proof: Proof) -> list[bytes]:
+    """Each proof of the batch as 192 bytes: compressed A (48) ‖ B (96) ‖ C (48),
+    zcash/bellperson point encoding."""
+    a = encoding.encode(G1, proof.a.reshape(2, 12, -1), projective=False)
+    b = encoding.encode(G2, proof.b.reshape(2, 2, 12, -1), projective=False)
+    c = encoding.encode(G1, proof.c.reshape(2, 12, -1), projective=False)
+    return [x + y + z for x, y, z in zip(a, b, c)]
+
+
+def proof_from_bytes(data: bytes) -> Proof:
+    """Concatenated 192-byte proofs -> a Proof with batch shape (k,); points are
+    checked on the curve and in the prime-order subgroup (ValueError names the
+    bad one)."""
+    if len(data) == 0 or len(data) % PROOF_BYTES:
+        raise ValueError(f"proof bytes: length {len(data)} is not a positive multiple of {PROOF_BYTES}")
+    k = len(data) // PROOF_BYTES
+    parts = [data[i * PROOF_BYTES:(i + 1) * PROOF_BYTES] for i in range(k)]
+    return Proof(encoding.decode(G1, b"".join(p[:48] for p in parts)),
+                 encoding.decode(G2, b"".join(p[48:144] for p in parts)),
+                 encoding.decode(G1, b"".join(p[144:] for p in parts)))
+
+
+# ------------------------------------------------------------------ keys on disk
+KEYS_FORMAT, KEYS_VERSION = "jaxprove-groth16-keys", 1
+
+
+def save_keys(pk: ProvingKey, vk: VerifyingKey, directory: str, key: str) -> str:
+    """Store both keys under ``directory/key`` (orbax, checksummed, atomic:
+    ``jaxprove.store``); returns the entry's path."""
+    arrays = {f"pk.{k}": v for k, v in pk._asdict().items()}
+    arrays.update({f"vk.{k}": v for k, v in vk._asdict().items()})
+    return store.save(directory, key, arrays, KEYS_FORMAT, KEYS_VERSION, {})
+
+
+def load_keys(directory: str, key: str, device=None):
+    """(ProvingKey, VerifyingKey) stored under ``directory/key``, on ``device``;
+    None if there is no such entry; ValueError if the entry is damaged (other
+    format or version, missing arrays, checksum mismatch): keys are never
+    silently replaced."""
+    try:
+        got = store.load(directory, key, KEYS_FORMAT, KEYS_VERSION, device)
+    except (KeyError, OSError) as e:
+        raise ValueError(f"keys {key!r} in {directory}: unreadable entry ({e})") from e
+    except ValueError as e:
+        raise ValueError(f"keys {key!r} in {directory}: {e}") from e
+    if got is None:
+        return None
+    arrays = got[0]
+    try:
+        pk = ProvingKey(**{k: arrays[f"pk.{k}"] for k in ProvingKey._fields})
+        vk = VerifyingKey(**{k: arrays[f"vk.{k}"] for k in VerifyingKey._fields})
+    except KeyError as e:
+        raise ValueError(f"keys {key!r} in {directory}: missing array {e}") from e
+    return pk, vk

@@ -34,26 +34,21 @@ from __future__ import annotations
 import dataclasses
 import functools
 import hashlib
-import json
 import logging
 import math
 import os
 import re
-import secrets
-import shutil
 
 import jax
 import jax.numpy as jnp
 import numpy as np
-import orbax.checkpoint as ocp
 
+from jaxprove import store
 from ops import spmv
 from ops.field import Fr
 
 VERSION = 2                 # bump whenever the stored layout or its meaning changes
 FORMAT = "jaxprove-pce"
-META = "meta.json"
-ARRAYS = "arrays"
 _MATRIX_FIELDS = ("cols", "seg", "gen_cols", "gen_seg", "gen_coeff", "row0", "last", "cont")
 
 log = logging.getLogger(__name__)
@@ -262,81 +257,13 @@ def _build(static: dict, arrays: dict) -> Matrices:
                     int(static["num_constraints"]))
 
 
-def _fmix(h):
-    """MurmurHash3's 32-bit finaliser (a bijection of uint32)."""
-    h = h ^ (h >> 16)
-    h = h * jnp.uint32(0x85EBCA6B)
-    h = h ^ (h >> 13)
-    h = h * jnp.uint32(0xC2B2AE35)
-    return h ^ (h >> 16)
-
-
-@jax.jit
-def _digest(x):
-    """Content checksum of an array, on its device: two uint32 lanes, each
-    Σ_i fmix(x_i ⊕ fmix(i + seed)) mod 2^32 (x viewed as uint32 words), so a
-    change of any one element always changes both lanes."""
-    v = x.reshape(-1)
-    v = v.astype(jnp.uint32) if v.dtype == jnp.bool_ else jax.lax.bitcast_convert_type(v, jnp.uint32)
-    i = jnp.arange(v.shape[0], dtype=jnp.uint32)
-    return jnp.stack([jnp.sum(_fmix(v ^ _fmix(i + jnp.uint32(s))), dtype=jnp.uint32)
-                      for s in (0x9E3779B9, 0x7F4A7C15)])
-
-
-def _checksum(x) -> str:
-    return "".join(f"{int(d):08x}" for d in np.asarray(_digest(x)))
-
-
-def _write_arrays(path: str, arrays: dict):
-    ck = ocp.StandardCheckpointer()
-    try:
-        ck.save(os.path.abspath(path), arrays)
-        ck.wait_until_finished()
-    finally:
-        ck.close()
-
-
-def _read_arrays(path: str, abstract: dict) -> dict:
-    ck = ocp.StandardCheckpointer()
-    try:
-        return ck.restore(os.path.abspath(path), abstract)
-    finally:
-        ck.close()
-
-
 def save(m: Matrices, directory: str, key: str | None = None) -> str:
     """Store m under ``directory/key`` (key defaults to ``m.key``), replacing
     any entry already there; returns the entry's path.  Atomic: everything is
     written under a temporary name first and renamed into place, and on any
-    failure the temporary is removed, so no partial entry is ever visible."""
-    key = key or m.key
-    os.makedirs(directory, exist_ok=True)
-    final = os.path.join(directory, key)
-    token = secrets.token_hex(6)
-    tmp = os.path.join(directory, f".{key}.tmp-{token}")
-    old = os.path.join(directory, f".{key}.old-{token}")
-    arrays = _flat(m)
-    try:
-        os.makedirs(tmp)
-        stored = {k: v for k, v in arrays.items() if v.size}       # orbax rejects empty arrays
-        if stored:
-            _write_arrays(os.path.join(tmp, ARRAYS), stored)
-        meta = {"format": FORMAT, "version": VERSION, "key": key, "static": _static(m),
-                "arrays": {k: {"shape": list(v.shape), "dtype": str(v.dtype),
-                               "checksum": _checksum(v)} for k, v in arrays.items()}}
-        with open(os.path.join(tmp, META), "w") as f:
-            json.dump(meta, f, indent=1, sort_keys=True)
-            f.flush()
-            os.fsync(f.fileno())
-        if os.path.exists(final):
-            os.rename(final, old)
-        os.rename(tmp, final)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    finally:
-        shutil.rmtree(old, ignore_errors=True)
-    return final
+    failure the temporary is removed, so no partial entry is ever visible
+    (``jaxprove.store``)."""
+    return store.save(directory, key or m.key, _flat(m), FORMAT, VERSION, _static(m))
 
 
 def load(directory: str, key: str, device=None) -> Matrices | None:
@@ -344,34 +271,12 @@ def load(directory: str, key: str, device=None) -> Matrices | None:
     (default: the first device), or None when there is no entry or the entry
     is unusable (other format or version, other key, missing or mismatching
     arrays, checksum mismatch); the reason is logged as a warning."""
-    path = os.path.join(directory, key)
-    if not os.path.isdir(path):
-        return None
     try:
-        with open(os.path.join(path, META)) as f:
-            meta = json.load(f)
-        if meta.get("format") != FORMAT or meta.get("version") != VERSION:
-            raise ValueError(f"format/version {meta.get('format')}/{meta.get('version')}, "
-                             f"expected {FORMAT}/{VERSION}")
-        if meta.get("key") != key:
-            raise ValueError(f"entry is for key {meta.get('key')!r}")
-        info = meta["arrays"]
-        sharding = jax.sharding.SingleDeviceSharding(device or jax.devices()[0])
-        shape = {k: (tuple(v["shape"]), np.dtype(v["dtype"])) for k, v in info.items()}
-        abstract = {k: jax.ShapeDtypeStruct(s, d, sharding=sharding)
-                    for k, (s, d) in shape.items() if math.prod(s)}
-        arrays = _read_arrays(os.path.join(path, ARRAYS), abstract) if abstract else {}
-        for k, (s, d) in shape.items():
-            if not math.prod(s):
-                arrays[k] = jax.device_put(jnp.zeros(s, d), sharding)
-            if tuple(arrays[k].shape) != s or arrays[k].dtype != d:
-                raise ValueError(f"array {k} restored as {arrays[k].dtype} {arrays[k].shape}")
-            if _checksum(arrays[k]) != info[k]["checksum"]:
-                raise ValueError(f"checksum mismatch in array {k}")
-        return _build(meta["static"], arrays)
+        got = store.load(directory, key, FORMAT, VERSION, device)
+        return None if got is None else _build(got[1], got[0])
     except Exception as e:  # noqa: BLE001 - any unusable entry means: extract again
         log.warning("pce cache entry %s is unusable (%s: %s); it will be re-extracted",
-                    path, type(e).__name__, e)
+                    os.path.join(directory, key), type(e).__name__, e)
         return None
 
 

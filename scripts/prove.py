@@ -47,8 +47,6 @@ def main(argv):
     from circuits import examples as E
     from jaxprove import groth16 as G
     from jaxprove import pce
-    from ops import encoding
-    from ops.curve import G1, G2
     from ops.field import Fr
 
     if FLAGS.cache:
@@ -100,11 +98,7 @@ def main(argv):
               "verified": [bool(v) for v in ok]}
     print(json.dumps(report, indent=1))
     if FLAGS.out:
-        enc = b""
-        for i in range(B):
-            enc += (encoding.encode(G1, proof.a[..., i:i + 1], projective=False)[0]
-                    + encoding.encode(G2, proof.b[..., i:i + 1], projective=False)[0]
-                    + encoding.encode(G1, proof.c[..., i:i + 1], projective=False)[0])
+        enc = b"".join(G.proof_to_bytes(proof))
         tmp = f"{FLAGS.out}.tmp-{os.getpid()}"
         with open(tmp, "wb") as f:
             f.write(enc)

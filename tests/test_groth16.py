@@ -99,3 +99,32 @@ def test_bad_input(circuit):
         G.verify(vk, [y[:-1] for y in ys], proof)
     with pytest.raises(ValueError, match="witness"):
         G.prove(pk, pce.extract(r1cs), w[..., :-1])
+
+
+def test_proof_bytes_round_trip(circuit):
+    *_, vk, proof, _, ys = circuit
+    enc = G.proof_to_bytes(proof)
+    assert [len(e) for e in enc] == [192, 192]
+    back = G.proof_from_bytes(b"".join(enc))
+    for x, y in zip(back, proof):
+        assert np.array_equal(np.asarray(x), np.asarray(y))
+    with pytest.raises(ValueError, match="multiple of 192"):
+        G.proof_from_bytes(enc[0][:-1])
+
+
+def test_keys_round_trip_and_damage(circuit, tmp_path):
+    import json
+    import os
+    from jaxprove import store
+    _, _, pk, vk, *_ = circuit
+    path = G.save_keys(pk, vk, str(tmp_path), "cubic")
+    pk2, vk2 = G.load_keys(str(tmp_path), "cubic")
+    for x, y in zip(pk + vk, pk2 + vk2):
+        assert np.array_equal(np.asarray(x), np.asarray(y))
+    assert G.load_keys(str(tmp_path), "other") is None
+    meta_path = os.path.join(path, store.META)
+    meta = json.load(open(meta_path))
+    meta["arrays"]["pk.h"]["checksum"] = "0" * 16
+    json.dump(meta, open(meta_path, "w"))
+    with pytest.raises(ValueError, match="checksum mismatch in array pk.h"):
+        G.load_keys(str(tmp_path), "cubic")

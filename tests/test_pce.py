@@ -21,7 +21,7 @@ import pytest
 from circuits import cs
 from circuits.cs import CSR, R1CS
 from conftest import R
-from jaxprove import pce
+from jaxprove import pce, store
 from ops import spmv
 from ops.field import Fr
 
@@ -383,10 +383,10 @@ class Counter:
 
 
 def _edit_meta(path, fn):
-    with open(os.path.join(path, pce.META)) as f:
+    with open(os.path.join(path, store.META)) as f:
         meta = json.load(f)
     fn(meta)
-    with open(os.path.join(path, pce.META), "w") as f:
+    with open(os.path.join(path, store.META), "w") as f:
         json.dump(meta, f)
 
 
@@ -428,21 +428,21 @@ def test_changed_array_content_is_detected(small, tmp_path):
     pce.save(m, str(tmp_path), "x")
     pce.save(other, str(tmp_path), "y")
     assert pce.load(str(tmp_path), "y") is not None
-    os.rename(tmp_path / "x" / pce.ARRAYS, tmp_path / "x-arrays")
-    os.rename(tmp_path / "y" / pce.ARRAYS, tmp_path / "x" / pce.ARRAYS)
+    os.rename(tmp_path / "x" / store.ARRAYS, tmp_path / "x-arrays")
+    os.rename(tmp_path / "y" / store.ARRAYS, tmp_path / "x" / store.ARRAYS)
     assert pce.load(str(tmp_path), "x") is None
 
 
 def test_interrupted_save_leaves_nothing_partial(small, tmp_path, monkeypatch):
     _, m = small
     pce.save(m, str(tmp_path), "kept")
-    real = pce._write_arrays
+    real = store._write_arrays
 
     def failing(path, arrays):
         real(path, arrays)                      # the arrays are on disk, the metadata is not
         raise KeyboardInterrupt("simulated interruption")
 
-    monkeypatch.setattr(pce, "_write_arrays", failing)
+    monkeypatch.setattr(store, "_write_arrays", failing)
     with pytest.raises(KeyboardInterrupt):
         pce.save(m, str(tmp_path), "new")
     with pytest.raises(KeyboardInterrupt):

@@ -241,12 +241,13 @@ class Zkey(NamedTuple):
     convention, not bellperson's τ^i·Z(τ)/δ); vk: ``groth16.VerifyingKey``
     (gamma_g2 = G2's generator, ic = section 3); ab: an ``R1CS`` holding the
     A and B rows of the coefficient section (C empty: snarkjs does not store
-    it), for ``pce.extract``."""
+    it), for ``pce.extract``; coset: the ``OddCoset`` maps of its domain."""
     pk: G.ProvingKey
     vk: G.VerifyingKey
     ab: R1CS
     num_public: int            # outputs + public inputs (ONE excluded)
     domain_size: int
+    coset: "OddCoset"
 
 
 def _fq_limbs(buf, count: int, name: str, what: str) -> np.ndarray:
@@ -321,7 +322,7 @@ def read_zkey(path) -> Zkey:
     pk = G.ProvingKey(alpha_g1=alpha1, beta_g1=beta1, beta_g2=beta2, delta_g1=delta1,
                       delta_g2=delta2, a=a, b_g1=b1, b_g2=b2, l=c, h=h)
     vk = G.VerifyingKey(alpha_g1=alpha1, beta_g2=beta2, gamma_g2=gamma2, delta_g2=delta2, ic=ic)
-    return Zkey(pk, vk, ab, n_pub, n)
+    return Zkey(pk, vk, ab, n_pub, n, odd_coset(n.bit_length() - 1))
 
 
 def _coefficients(buf, n_vars: int, n_pub: int, n: int, name: str) -> R1CS:
@@ -386,6 +387,7 @@ class OddCoset(NamedTuple):
 
 
 def odd_coset(log_n: int) -> OddCoset:
+    """The maps for snarkjs's domain of size 2^log_n (log_n ≤ 31)."""
     n, n2 = 1 << log_n, 2 << log_n
     J = _dlog2(snarkjs_root(log_n + 1), N.root_of_unity(log_n + 1), log_n + 1)
     jinv = pow(J, -1, n2)
@@ -432,7 +434,7 @@ def prove_snarkjs(zkey: Zkey, matrices: pce.Matrices, w, seed: int | None = None
     batch = w.shape[1:-1]
     a, b, _ = pce.evaluate(matrices, w)
     pad = [(0, 0)] * (a.ndim - 1) + [(0, n - matrices.rows)]
-    h = odd_coset_h(jnp.pad(a, pad), jnp.pad(b, pad), odd_coset(n.bit_length() - 1))
+    h = odd_coset_h(jnp.pad(a, pad), jnp.pad(b, pad), zkey.coset)
     n1 = 1 << (max(matrices.num_vars, n) - 1).bit_length()
 
     def g1_msm(bases, s):
@@ -495,6 +497,71 @@ def public_ints(public) -> list[int]:
         if not 0 <= v < R:
             raise ValueError(f"public signal {i} is outside [0, r)")
     return vals
+
+
+def _dec(v, bound: int, name: str, what: str) -> int:
+    if not isinstance(v, str) or not v.isdigit():
+        raise ValueError(f"{name}: {what} must be a decimal string, got {v!r}")
+    x = int(v)
+    if x >= bound:
+        raise ValueError(f"{name}: {what} = {x} is not below the modulus")
+    return x
+
+
+def _read_json(path):
+    try:
+        with open(path) as f:
+            return json.load(f)
+    except json.JSONDecodeError as e:
+        raise ValueError(f"{path}: not JSON ({e})") from None
+
+
+def _g1_from_json(v, name, what):
+    if not (isinstance(v, list) and len(v) == 3):
+        raise ValueError(f"{name}: {what} must be [x, y, z]")
+    x, y, z = (_dec(c, Q, name, what) for c in v)
+    if (x, y, z) == (0, 1, 0):
+        return None
+    if z != 1:
+        raise ValueError(f"{name}: {what} must be affine (z = 1), got z = {z}")
+    return x, y
+
+
+def _g2_from_json(v, name, what):
+    if not (isinstance(v, list) and len(v) == 3 and all(isinstance(c, list) and len(c) == 2
+                                                        for c in v)):
+        raise ValueError(f"{name}: {what} must be [[x0, x1], [y0, y1], [z0, z1]]")
+    (x0, x1), (y0, y1), (z0, z1) = ((_dec(a, Q, name, what), _dec(b, Q, name, what)) for a, b in v)
+    if ((x0, x1), (y0, y1), (z0, z1)) == ((0, 0), (1, 0), (0, 0)):
+        return None
+    if (z0, z1) != (1, 0):
+        raise ValueError(f"{name}: {what} must be affine (z = [1, 0])")
+    return (x0, x1), (y0, y1)
+
+
+def read_proof_json(path) -> G.Proof:
+    """snarkjs's proof.json (groth16, bls12381) -> ``groth16.Proof`` (batch
+    shape ()); points checked on the curve (ValueError otherwise)."""
+    name, d = str(path), _read_json(path)
+    if not isinstance(d, dict) or d.get("protocol") != "groth16" or d.get("curve") != "bls12381":
+        raise ValueError(f"{name}: not a groth16 proof on bls12381 "
+                         f"(protocol {d.get('protocol') if isinstance(d, dict) else None!r}, "
+                         f"curve {d.get('curve') if isinstance(d, dict) else None!r})")
+    try:
+        a = G1.from_affine_int(_g1_from_json(d.get("pi_a"), name, "pi_a"))
+        b = G2.from_affine_int(_g2_from_json(d.get("pi_b"), name, "pi_b"))
+        c = G1.from_affine_int(_g1_from_json(d.get("pi_c"), name, "pi_c"))
+    except ValueError as e:
+        raise ValueError(f"{name}: {e}") from None
+    return G.Proof(jnp.asarray(a), jnp.asarray(b), jnp.asarray(c))
+
+
+def read_public_json(path) -> list[int]:
+    """snarkjs's public.json -> the public signals as ints in [0, r)."""
+    name, d = str(path), _read_json(path)
+    if not isinstance(d, list):
+        raise ValueError(f"{name}: public signals must be a JSON list")
+    return [_dec(v, R, name, f"public signal {i}") for i, v in enumerate(d)]
 
 
 def write_proof_json(path, proof: G.Proof):

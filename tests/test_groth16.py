@@ -128,3 +128,11 @@ def test_keys_round_trip_and_damage(circuit, tmp_path):
     json.dump(meta, open(meta_path, "w"))
     with pytest.raises(ValueError, match="checksum mismatch in array pk.h"):
         G.load_keys(str(tmp_path), "cubic")
+
+
+def test_verify_batch(circuit):
+    *_, vk, proof, _, ys = circuit
+    assert G.verify_batch(vk, ys, proof)
+    bad = proof._replace(c=proof.c[..., ::-1])
+    assert not G.verify_batch(vk, ys, bad)
+    assert not G.verify_batch(vk, [ys[1], ys[0]], proof)

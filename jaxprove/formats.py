@@ -36,6 +36,15 @@ Proof (§4.2) with blinding r, s from a CSPRNG: the same combination as
 generator), so ``groth16.verify`` with the zkey's verifying key accepts it,
 as does ``snarkjs groth16 verify`` with the JSON written here.
 
+API: ``read_r1cs(path) -> R1CS``, ``read_wtns(path, num_vars=None) -> Fr
+(8, n)``, ``read_zkey(path) -> Zkey``, ``prove_snarkjs(zkey, matrices, w,
+seed=None, msm_config=None) -> groth16.Proof``, ``odd_coset_h`` (the H
+scalars), ``read_proof_json``, ``read_public_json``, ``write_proof_json``,
+``write_public_json``, ``write_verification_key_json`` (and the ``*_json``
+dict builders).  JSON (§3.5): decimal strings, points as affine projective
+triples (z = 1; infinity [0, 1, 0]), Fq2 as [c0, c1], indent 1, which is
+snarkjs's text byte for byte.
+
 Every reader validates what it reads and raises ValueError naming the file
 and the problem (magic, version, missing or truncated section, prime, sizes,
 non-canonical values, points off the curve).  Writers are atomic (temporary
@@ -59,8 +68,10 @@ from jaxprove import groth16 as G
 from jaxprove import pce
 from ops import msm as M
 from ops import ntt as N
+from ops import pairing as PA
 from ops.curve import G1, G2
 from ops.field import Fq, Fr
+from ops.fq12 import Fq12
 
 R = Fr.p
 Q = Fq.p
@@ -250,35 +261,30 @@ class Zkey(NamedTuple):
     coset: "OddCoset"
 
 
-def _fq_limbs(buf, count: int, name: str, what: str) -> np.ndarray:
-    """``count`` LE Montgomery Fq values -> our Fq limbs ``(12, count)``."""
-    limbs = np.frombuffer(bytes(buf), dtype="<u4").astype(np.uint32).reshape(count, 12).T
-    raw = Fq._raw_int(limbs).reshape(-1)
-    bad = [i for i, v in enumerate(raw) if v >= Q]
-    if bad:
-        raise ValueError(f"{name}: {what}: coordinate {bad[0]} is not a canonical Fq element")
-    return np.ascontiguousarray(limbs)
+def _on_curve(curve, x, y) -> bool:
+    """y² = x³ + b over Fq (G1) or Fq2 = Fq[u]/(u² + 1) (G2), host ints."""
+    if curve is G1:
+        return (y * y - x * x * x - curve.b) % Q == 0
+    mul = lambda a, b: ((a[0] * b[0] - a[1] * b[1]) % Q, (a[0] * b[1] + a[1] * b[0]) % Q)
+    lhs, rhs = mul(y, y), mul(mul(x, x), x)
+    return all((lhs[k] - rhs[k] - curve.b[k]) % Q == 0 for k in range(2))
 
 
 def _points(curve, buf, count: int, name: str, what: str) -> jnp.ndarray:
-    """``count`` zkey points (LEM, affine, zero = infinity) -> affine ``(2, *fp, count)``,
-    each checked on the curve."""
+    """``count`` zkey points (affine, coordinates LE Montgomery x·2^384, all
+    zero = infinity) -> our affine ``(2, *fp, count)``, whose limbs are the
+    same words; each coordinate checked canonical and each point on the curve."""
     per = 2 if curve is G1 else 4
-    limbs = _fq_limbs(buf, count * per, name, what)                  # (12, count·per)
-    arr = limbs.reshape(12, count, *((2,) if per == 2 else (2, 2)))
-    arr = np.moveaxis(arr, 0, -1)                                     # (count, 2[, 2], 12)
-    arr = np.ascontiguousarray(np.moveaxis(arr, 0, -1))               # (2[, 2], 12, count)
-    x, y = Fq.to_int(np.moveaxis(arr, -2, 0))                       # (2[, 2], count) ints
+    raw = _ints(buf, N8Q, count * per, Q, name, f"{what} coordinate")
+    rinv = pow(1 << 384, -1, Q)
     for i in range(count):
-        if curve is G1:
-            px, py = int(x[i]), int(y[i])
-            inf = px == 0 and py == 0
-        else:
-            px, py = (int(x[0, i]), int(x[1, i])), (int(y[0, i]), int(y[1, i]))
-            inf = px == (0, 0) and py == (0, 0)
-        if not inf and not curve._on_curve_int(px, py):
+        c = [v * rinv % Q for v in raw[i * per:(i + 1) * per]]
+        x, y = (c[0], c[1]) if per == 2 else ((c[0], c[1]), (c[2], c[3]))
+        if any(c) and not _on_curve(curve, x, y):
             raise ValueError(f"{name}: {what}: point {i} is not on {curve.name}")
-    return jnp.asarray(arr)
+    limbs = np.frombuffer(bytes(buf), dtype="<u4").astype(np.uint32)
+    arr = limbs.reshape((count,) + ((2,) if per == 2 else (2, 2)) + (12,))
+    return jnp.asarray(np.ascontiguousarray(np.moveaxis(arr, 0, -1)))    # (2[, 2], 12, count)
 
 
 def read_zkey(path) -> Zkey:
@@ -304,11 +310,12 @@ def read_zkey(path) -> Zkey:
         raise ValueError(f"{name}: domain size {n} is not a power of two in [2, 2^31]")
     if n_pub + 1 > n_vars:
         raise ValueError(f"{name}: nPublic = {n_pub} needs more than nVars = {n_vars} wires")
-    layout = [G1, G1, G2, G2, G1, G2]
+    layout = [(G1, "alpha1"), (G1, "beta1"), (G2, "beta2"), (G2, "gamma2"), (G1, "delta1"),
+              (G2, "delta2")]
     pts = []
-    for c in layout:
+    for c, what in layout:
         size = 96 if c is G1 else 192
-        pts.append(_points(c, hdr[o:o + size], 1, name, "header")[..., 0])
+        pts.append(_points(c, hdr[o:o + size], 1, name, what)[..., 0])
         o += size
     alpha1, beta1, beta2, gamma2, delta1, delta2 = pts
     ic = _points(G1, _section(secs, 3, name, 96 * (n_pub + 1)), n_pub + 1, name, "IC")
@@ -573,17 +580,24 @@ def write_public_json(path, public):
     _atomic_write_json(path, [str(v) for v in public_ints(public)])
 
 
+def alphabeta_json(vk: G.VerifyingKey) -> list:
+    """e(α, β) ∈ Fq12 as snarkjs's vk_alphabeta_12: [c0, c1] of Fq6 values
+    [c0, c1, c2] of Fq2 values [re, im], decimal strings (``ops.pairing``'s
+    value and tower are snarkjs's: checked against its exported keys)."""
+    e = Fq12.to_int(np.asarray(PA.pairing(vk.alpha_g1, vk.beta_g2)))
+    return [[[str(int(x)) for x in fq2] for fq2 in fq6] for fq6 in e]
+
+
 def verification_key_json(vk: G.VerifyingKey, alphabeta=None) -> dict:
-    """snarkjs's verification_key.json object.  ``alphabeta``: e(α, β) as
-    snarkjs prints it (nested 2×3×2 decimal strings, which its verifier does
-    not use); omitted when None."""
+    """snarkjs's verification_key.json object.  ``alphabeta``: the
+    vk_alphabeta_12 value (snarkjs's verifier does not use it); computed with
+    ``alphabeta_json`` (one pairing) when None."""
     out = {"protocol": "groth16", "curve": "bls12381", "nPublic": vk.ic.shape[-1] - 1,
            "vk_alpha_1": _g1_json(G1.to_affine_ints(vk.alpha_g1, projective=False)),
            "vk_beta_2": _g2_json(G2.to_affine_ints(vk.beta_g2, projective=False)),
            "vk_gamma_2": _g2_json(G2.to_affine_ints(vk.gamma_g2, projective=False)),
            "vk_delta_2": _g2_json(G2.to_affine_ints(vk.delta_g2, projective=False))}
-    if alphabeta is not None:
-        out["vk_alphabeta_12"] = alphabeta
+    out["vk_alphabeta_12"] = alphabeta_json(vk) if alphabeta is None else alphabeta
     out["IC"] = [_g1_json(p) for p in G1.to_affine_ints(vk.ic, projective=False)]
     return out
 

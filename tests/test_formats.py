@@ -182,7 +182,7 @@ def test_json_round_trips_snarkjs_text(built, tmp_path):
 
 
 # ---------------------------------------------------------------- proving
-@pytest.mark.slow      # CPU compiles of the MSMs, combination and pairings: 2-4 min on 2 cores
+# the end-to-end interop check: CPU compiles of the MSMs, combination and pairings take 2-4 min
 def test_proof_verifies_with_snarkjs(built, tmp_path):
     d, snarkjs = built
     z = F.read_zkey(d / "t.zkey")

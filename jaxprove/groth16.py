@@ -197,6 +197,14 @@ def _h_coefficients(a, b, c, dom: N.Domain):
     return N.coset_intt(t, dom)[..., :m - 1]
 
 
+@jax.jit
+def _satisfied(a, b, c):
+    """Per instance: (a∘b == c on every row, first failing row or −1)."""
+    good = Fr.eq(Fr.mul(a, b), c)
+    ok = jnp.all(good, axis=-1)
+    return ok, jnp.where(ok, -1, jnp.argmin(good, axis=-1))
+
+
 def _blinding(shape, seed):
     rng = _rng(seed)
     n = int(np.prod(shape)) if shape else 1
@@ -215,7 +223,9 @@ def prove(pk: ProvingKey, matrices: pce.Matrices, w, seed: int | None = None,
     """Proofs for a batch of witnesses w ``(8, *batch, n_vars)`` (Fr, bellperson
     order, w[..., 0] = 1) -> (Proof with batch shape ``batch``, timings dict in
     seconds per stage: spmv, ntt, msm_a, msm_b_g1, msm_b_g2, msm_l, msm_h,
-    combine, total).  Blinding r, s from the CSPRNG unless ``seed``."""
+    combine, total).  Blinding r, s from the CSPRNG unless ``seed``.  A witness
+    that does not satisfy the circuit (a∘b ≠ c) is refused with a ValueError
+    naming each bad instance's first failing row, before any MSM."""
     pce._check_witness(matrices, w)
     batch = w.shape[1:-1]
     if pk.a.shape[-1] != matrices.num_vars:
@@ -236,6 +246,11 @@ def prove(pk: ProvingKey, matrices: pce.Matrices, w, seed: int | None = None,
         return x
 
     a, b, c = lap("spmv", pce.evaluate(matrices, w))
+    ok, first = _satisfied(a, b, c)
+    if not bool(np.all(np.asarray(ok))):
+        bad = [(i, int(r)) for i, r in enumerate(np.asarray(first).reshape(-1)) if r >= 0]
+        raise ValueError(f"prove: the witness does not satisfy circuit {matrices.name!r}: "
+                         f"(instance, first failing row) = {bad[:8]}")
     pad = [(0, 0)] * (a.ndim - 1) + [(0, m - matrices.rows)]
     a, b, c = (jnp.pad(x, pad) for x in (a, b, c))
     h = lap("ntt", _h_coefficients(a, b, c, N.domain(log_m)))

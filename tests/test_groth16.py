@@ -99,6 +99,9 @@ def test_bad_input(circuit):
         G.verify(vk, [y[:-1] for y in ys], proof)
     with pytest.raises(ValueError, match="witness"):
         G.prove(pk, pce.extract(r1cs), w[..., :-1])
+    bad = w.at[:, 1, K + 1].set(w[:, 1, K + 2])           # instance 1: x_0 := x_1 (row 0: x_0² = s_0)
+    with pytest.raises(ValueError, match=r"does not satisfy .* \[\(1, 0\)\]"):
+        G.prove(pk, pce.extract(r1cs), bad)
 
 
 def test_proof_bytes_round_trip(circuit):

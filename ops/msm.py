@@ -23,8 +23,10 @@ the device with no host round trip:
    witnesses) produce one entry or none, and a mostly-0/1 scalar vector is
    summed at the price of its 1-positions plus a full Pippenger of the rest,
    with no separate code path ("batch addition" falls out of the sort).
-   The kernel shapes are fixed by the configuration (L lanes, S lanes), not by
-   N, so every MSM size reuses the same compiled kernels.
+   The kernels' shapes are lane counts (L, or a smaller power of two for
+   small MSMs: ``level0_lanes``; S for the later levels), not N, and N itself
+   is rounded up to a power of two (the padding is zero scalars, skipped), so
+   few distinct programs are compiled.
 4. **bucket reduction**: per window Σ_b b·B_b by running sums in ng groups of
    g buckets (R += B_t, S += R from the top), then the window/group terms
    S_grp and R_grp are weighted by 2^(c·w) and 2^(c·w)·grp·g with a per-lane

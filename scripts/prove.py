@@ -11,7 +11,7 @@ JSON.  Exits non-zero if anything fails to verify.
     python3 scripts/prove.py [--circuit sha256|cubic] [--batch 1] [--out proof.bin] [--seed S]
 
 Default circuit: ``sha256`` (knowledge of a 64-byte SHA-256 preimage, 44,876
-rows) on a GPU, ``cubic`` (64 cubes, 261 rows) on the CPU, where the
+constraints) on a GPU, ``cubic`` (64 cubes, 256 constraints) on the CPU, where the
 interpreter-backed kernels are slow.  ``--seed`` makes setup, inputs and
 blinding deterministic: for tests only, never for real keys.
 """

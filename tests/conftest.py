@@ -61,6 +61,17 @@ def _has_gpu() -> bool:
         return False
 
 
+@pytest.fixture(autouse=True, scope="module")
+def _release_compiled_programs():
+    """Drop JAX's compiled programs after each test module.  One pytest process
+    compiles thousands of XLA:CPU programs; kept alive they accumulate JIT code
+    mappings, and late in a full run XLA's CPU compiler crashed (SIGSEGV /
+    abort inside backend_compile) in tests that pass when run alone, which
+    points at that (vm.max_map_count is 65530 here)."""
+    yield
+    jax.clear_caches()
+
+
 def pytest_collection_modifyitems(config, items):
     run_slow = config.getoption("--runslow")
     gpu = _has_gpu()

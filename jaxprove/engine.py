@@ -1,0 +1,1026 @@
+"""The proving engine: a stream of proof jobs of mixed kinds and priorities,
+kept on the devices (cuzk's engine, ``shared/research/cuzk.md`` §1–2).
+
+**Jobs and work items.**  A job is (proof kind, sector size, inputs,
+priority).  The ``Registry`` maps (kind, sector size) to a ``CircuitSpec``:
+the circuit topology (a name that keys proving keys, PCE matrices and
+compiled programs), how to record it, how to split a job's inputs into
+per-partition inputs (PoRep: 10 partitions) and how to build the witnesses
+of a batch of partitions.  Each partition is one work item; the job's proof
+is its partitions' 192-byte proofs concatenated in partition order.
+
+**Scheduling** (``Scheduler``, pure).  Items are ranked by (priority
+descending, job sequence number, partition): WinningPoSt (CRITICAL) >
+WindowPoSt (HIGH) > PoRep/SnapDeals (NORMAL), then the oldest job first.
+Items of one topology form batches of at most ``max_batch_size`` (one prove
+call over a batch of witnesses).  A batch is dispatched when it is full,
+when its oldest item has waited ``max_batch_wait_s``, when it holds an item
+of priority HIGH or above (PoSt never waits for a batch to fill), or when
+the engine drains; topologies are considered in the rank of their best item
+and the first ready batch goes.  Batches are padded to a power of two (or to
+``max_batch_size``) by repeating an instance, so few batch shapes are ever
+compiled.
+
+**Residency** (``Residency``, pure).  Per worker, the proving key, verifying
+key and PCE matrices of each topology stay on the device within
+``budget_bytes``; the least recently used entry not in use is evicted first.
+An entry larger than the whole budget is still admitted (everything else
+idle is evicted first).  **Streaming mode**: ``msm_budget_bytes`` is passed
+to every MSM (``ops.msm.MSMConfig.budget_bytes``) so each MSM's working set
+is bounded and its bases are processed in chunks.
+
+**Pipeline.**  One worker per device (``jax.devices()`` by default), each a
+pair of threads: a host thread takes the next batch from the shared
+scheduler and builds its witnesses (``lookahead`` batches ahead), while the
+device thread proves the previous batch: load (residency), satisfaction
+check, prove, verify-before-return (on by default), encode.  A failing item
+(bad input, unsatisfied witness, a proof that does not verify) fails its job
+only: a batch whose witness building raises is rebuilt item by item, and an
+unsatisfied instance is replaced by a satisfied one of the same batch before
+proving.  Cancellation removes a job's queued items; results of its items in
+flight are discarded.
+
+**The prover is a parameter** (``Prover`` protocol): ``Groth16Prover`` makes
+real proofs (``jaxprove.groth16``), with keys from a key store directory
+(``groth16.save_keys``/``load_keys``) or, for tests, a seeded setup on first
+use; tests of the scheduler and residency use a fast stand-in.
+
+Timings per job (seconds, summed over its batches): queue_wait (submission to
+first pickup), witness, load, check, the prover's stages (spmv, ntt, msm_a,
+msm_b_g1, msm_b_g2, msm_l, msm_h, combine), verify, encode, total (submission
+to completion).
+
+API: ``Engine(registry, config, prover, devices, on_finished)`` with
+``start()``, ``submit(kind, sector_size, inputs, priority=None, job_id=None)
+-> job_id``, ``wait(job_id, timeout) -> JobResult | None``, ``prove(...)``,
+``cancel(job_id)``, ``status()``, ``metrics() -> str`` (Prometheus text),
+``preload(kind, sector_size)``, ``evict(topology=None)``,
+``shutdown(drain=True) -> handed-back job ids``; ``builtin_registry()``.
+"""
+from __future__ import annotations
+
+import base64
+import bisect
+import collections
+import dataclasses
+import enum
+import logging
+import math
+import queue
+import random
+import secrets
+import threading
+import time
+from typing import Any, Callable, NamedTuple, Protocol
+
+log = logging.getLogger(__name__)
+
+
+# ---------------------------------------------------------------- kinds
+class Priority(enum.IntEnum):
+    """cuzk's priorities; larger runs first."""
+    LOW = 0
+    NORMAL = 1
+    HIGH = 2
+    CRITICAL = 3
+
+
+def parse_priority(p) -> Priority:
+    """A Priority from its name (any case) or number; ValueError otherwise."""
+    if isinstance(p, Priority):
+        return p
+    try:
+        return Priority[p.upper()] if isinstance(p, str) else Priority(int(p))
+    except (KeyError, ValueError, TypeError):
+        raise ValueError(f"priority {p!r}: expected one of "
+                         f"{[x.name for x in Priority]} or 0..3") from None
+
+
+@dataclasses.dataclass(frozen=True)
+class CircuitSpec:
+    """One proof kind at one sector size.
+
+    topology: the circuit's name with its parameters; keys proving keys, PCE
+    matrices and residency, and decides which items batch together.
+    record() -> ``circuits.cs.R1CS``.
+    split(inputs) -> list of per-partition inputs (validated: ValueError
+    naming what is wrong).
+    witness(parts) -> the witnesses of a batch of partitions (for
+    ``Groth16Prover``: Fr ``(8, len(parts), n_vars)``); may raise on bad input.
+    priority: the kind's default priority.  partitions: the required
+    partition count (None: any ≥ 1).  synthetic(rng) -> valid inputs of one
+    job (benchmarks, tests)."""
+    kind: str
+    sector_size: int
+    topology: str
+    record: Callable[[], Any]
+    split: Callable[[Any], list]
+    witness: Callable[[list], Any]
+    priority: Priority = Priority.NORMAL
+    partitions: int | None = None
+    synthetic: Callable[[random.Random], Any] | None = None
+
+
+class Registry:
+    """(kind, sector size) -> CircuitSpec."""
+
+    def __init__(self, specs=()):
+        self._specs: dict[tuple[str, int], CircuitSpec] = {}
+        for s in specs:
+            self.register(s)
+
+    def register(self, spec: CircuitSpec) -> None:
+        key = (spec.kind, int(spec.sector_size))
+        if key in self._specs:
+            raise ValueError(f"registry: {spec.kind} at sector size {spec.sector_size} "
+                             f"is already registered")
+        self._specs[key] = spec
+
+    def get(self, kind: str, sector_size: int) -> CircuitSpec:
+        try:
+            return self._specs[(kind, int(sector_size))]
+        except (KeyError, TypeError, ValueError):
+            known = sorted(f"{k}/{s}" for k, s in self._specs)
+            raise ValueError(f"unknown proof kind {kind!r} at sector size {sector_size!r}; "
+                             f"registered: {known}") from None
+
+    def __iter__(self):
+        return iter(self._specs.values())
+
+
+def _int_list(x, n: int | None, what: str) -> list[int]:
+    if not isinstance(x, (list, tuple)) or (n is not None and len(x) != n):
+        raise ValueError(f"{what}: expected a list of {n if n is not None else 'some'} integers, "
+                         f"got {x!r:.80}")
+    out = []
+    for v in x:
+        if isinstance(v, bool) or not isinstance(v, int):
+            raise ValueError(f"{what}: {v!r:.40} is not an integer")
+        out.append(v)
+    return out
+
+
+def _partition_list(inputs, field: str, kind: str) -> list:
+    if not isinstance(inputs, dict) or not isinstance(inputs.get(field), list) \
+            or not inputs[field]:
+        raise ValueError(f"{kind}: inputs must be {{{field!r}: [one entry per partition, ...]}}")
+    return inputs[field]
+
+
+def cubic_spec(k: int) -> CircuitSpec:
+    """``circuits.examples.cubic`` with k values per partition: inputs
+    {"x": [[x_0 .. x_{k-1}] per partition]}, each x in [0, r)."""
+    from circuits import cs as C
+    from circuits import examples as E
+    from ops.field import Fr
+
+    def split(inputs):
+        parts = _partition_list(inputs, "x", "cubic")
+        out = []
+        for i, p in enumerate(parts):
+            xs = _int_list(p, k, f"cubic partition {i}")
+            if any(not 0 <= v < Fr.p for v in xs):
+                raise ValueError(f"cubic partition {i}: values must lie in [0, r)")
+            out.append(xs)
+        return out
+
+    def witness(parts):
+        import jax.numpy as jnp
+        import numpy as np
+        x = jnp.asarray(Fr.from_int(np.array(parts, dtype=object).reshape(len(parts), k)))
+        return C.witness(E.cubic, x, k, in_axes=1)
+
+    def synthetic(rng):
+        return {"x": [[rng.randrange(Fr.p) for _ in range(k)]]}
+
+    return CircuitSpec("cubic", k, f"cubic-{k}", lambda: C.record(E.cubic, k, name=f"cubic-{k}"),
+                       split, witness, synthetic=synthetic)
+
+
+def sha256_spec(nbytes: int) -> CircuitSpec:
+    """``circuits.examples.sha256_preimage`` of an nbytes-byte message:
+    inputs {"messages": [hex string per partition]}."""
+    from circuits import cs as C
+    from circuits import examples as E
+
+    def split(inputs):
+        out = []
+        for i, m in enumerate(_partition_list(inputs, "messages", "sha256-preimage")):
+            try:
+                data = bytes.fromhex(m)
+            except (TypeError, ValueError):
+                raise ValueError(f"sha256-preimage partition {i}: not a hex string") from None
+            if len(data) != nbytes:
+                raise ValueError(f"sha256-preimage partition {i}: {len(data)} bytes, "
+                                 f"expected {nbytes}")
+            out.append(data)
+        return out
+
+    def witness(parts):
+        import jax.numpy as jnp
+        return C.witness(E.sha256_preimage, jnp.stack([E.message_bits(m) for m in parts]), nbytes)
+
+    def synthetic(rng):
+        return {"messages": [bytes(rng.randrange(256) for _ in range(nbytes)).hex()]}
+
+    return CircuitSpec("sha256-preimage", nbytes, f"sha256-preimage-{nbytes}",
+                       lambda: C.record(E.sha256_preimage, nbytes,
+                                        name=f"sha256-preimage-{nbytes}"),
+                       split, witness, synthetic=synthetic)
+
+
+def builtin_registry(cubic_sizes=(2, 4, 64), sha256_sizes=(64,)) -> Registry:
+    """The example circuits: "cubic" (sector size = values per partition) and
+    "sha256-preimage" (sector size = message bytes).  The Filecoin kinds
+    register themselves into a Registry the same way."""
+    return Registry([cubic_spec(k) for k in cubic_sizes] + [sha256_spec(n) for n in sha256_sizes])
+
+
+# ---------------------------------------------------------------- scheduler (pure)
+class WorkItem(NamedTuple):
+    """One partition of one job."""
+    priority: Priority
+    seq: int                  # job sequence number (submission order)
+    partition: int
+    job_id: str
+    topology: str
+    enqueued: float           # time.monotonic() at submission
+
+    @property
+    def rank(self):
+        return (-int(self.priority), self.seq, self.partition)
+
+
+def padded_size(n: int, max_batch: int) -> int:
+    """The batch shape for n items: the next power of two, capped at max_batch."""
+    return min(max_batch, 1 << max(0, n - 1).bit_length())
+
+
+class Scheduler:
+    """Pending work items, grouped by topology, handed out as batches.
+    Not thread-safe (the engine holds its lock around every call)."""
+
+    def __init__(self, max_batch_size: int = 1, max_batch_wait_s: float = 0.0):
+        if max_batch_size < 1 or max_batch_wait_s < 0:
+            raise ValueError(f"scheduler: max_batch_size >= 1 and max_batch_wait_s >= 0, got "
+                             f"{max_batch_size}, {max_batch_wait_s}")
+        self.max_batch_size = max_batch_size
+        self.max_batch_wait_s = max_batch_wait_s
+        self._groups: dict[str, list] = {}          # topology -> sorted [(rank, item)]
+
+    def add(self, item: WorkItem) -> None:
+        bisect.insort(self._groups.setdefault(item.topology, []), (item.rank, item))
+
+    def remove_job(self, job_id: str) -> int:
+        """Drop a job's pending items; returns how many there were."""
+        n = 0
+        for topo in list(self._groups):
+            g = self._groups[topo]
+            kept = [e for e in g if e[1].job_id != job_id]
+            n += len(g) - len(kept)
+            if kept:
+                self._groups[topo] = kept
+            else:
+                del self._groups[topo]
+        return n
+
+    def take_all(self) -> list[WorkItem]:
+        items = [e[1] for g in self._groups.values() for e in g]
+        self._groups.clear()
+        return items
+
+    def next_batch(self, now: float, flush: bool = False):
+        """(batch of items, None) or (None, seconds until a batch may be ready
+        — None when nothing is pending)."""
+        wait = None
+        for topo, g in sorted(self._groups.items(), key=lambda kv: kv[1][0][0]):
+            head = [e[1] for e in g[:self.max_batch_size]]
+            oldest = min(i.enqueued for i in head)
+            due = oldest + self.max_batch_wait_s - now
+            if (flush or len(head) == self.max_batch_size or due <= 0
+                    or max(i.priority for i in head) >= Priority.HIGH):
+                del g[:len(head)]
+                if not g:
+                    del self._groups[topo]
+                return head, None
+            wait = due if wait is None else min(wait, due)
+        return None, wait
+
+    def __len__(self):
+        return sum(len(g) for g in self._groups.values())
+
+    def counts(self) -> dict:
+        """Pending items per priority name and per topology."""
+        by_p = collections.Counter(e[1].priority.name for g in self._groups.values() for e in g)
+        return {"by_priority": {p.name: by_p.get(p.name, 0) for p in Priority},
+                "by_topology": {t: len(g) for t, g in self._groups.items()}}
+
+
+# ---------------------------------------------------------------- residency (pure)
+class Residency:
+    """Resident values within a byte budget, least recently used evicted
+    first; pinned entries (in use) are never evicted.  Not thread-safe."""
+
+    def __init__(self, budget_bytes: int | None):
+        if budget_bytes is not None and budget_bytes < 0:
+            raise ValueError(f"residency: budget must be >= 0 bytes, got {budget_bytes}")
+        self.budget_bytes = budget_bytes
+        self._entries: collections.OrderedDict = collections.OrderedDict()  # key -> [v, n, pins, t]
+        self.evictions = 0
+
+    @property
+    def used_bytes(self) -> int:
+        return sum(e[1] for e in self._entries.values())
+
+    def get(self, key, now: float):
+        """The value (marked most recently used) or None."""
+        e = self._entries.get(key)
+        if e is None:
+            return None
+        self._entries.move_to_end(key)
+        e[3] = now
+        return e[0]
+
+    def make_room(self, nbytes: int) -> list:
+        """Evict idle entries, least recently used first, until nbytes more fit
+        the budget (or nothing idle is left); returns the evicted keys."""
+        out = []
+        if self.budget_bytes is None:
+            return out
+        for key in list(self._entries):
+            if self.used_bytes + nbytes <= self.budget_bytes:
+                break
+            if self._entries[key][2] == 0:
+                del self._entries[key]
+                out.append(key)
+        self.evictions += len(out)
+        return out
+
+    def put(self, key, value, nbytes: int, now: float) -> list:
+        """Insert (or replace) an entry, evicting idle ones to fit; returns the
+        evicted keys."""
+        old = self._entries.pop(key, None)
+        evicted = self.make_room(nbytes)
+        self._entries[key] = [value, int(nbytes), old[2] if old else 0, now]
+        return evicted
+
+    def pin(self, key) -> None:
+        self._entries[key][2] += 1
+
+    def unpin(self, key) -> None:
+        e = self._entries.get(key)
+        if e is not None and e[2] > 0:
+            e[2] -= 1
+
+    def evict(self, match: Callable[[Any], bool] = lambda key: True) -> list:
+        """Evict the idle entries whose key matches; returns their keys."""
+        out = [k for k, e in self._entries.items() if e[2] == 0 and match(k)]
+        for k in out:
+            del self._entries[k]
+        self.evictions += len(out)
+        return out
+
+    def entries(self, now: float) -> list[dict]:
+        """Least recently used first: key, bytes, pins, idle seconds."""
+        return [{"key": k, "bytes": e[1], "pins": e[2], "idle_s": now - e[3]}
+                for k, e in self._entries.items()]
+
+
+# ---------------------------------------------------------------- provers
+class Resident(NamedTuple):
+    """What stays on a device per topology."""
+    pk: Any
+    vk: Any
+    matrices: Any
+    nbytes: int
+
+
+class Prover(Protocol):
+    def load(self, spec: CircuitSpec, device) -> Resident: ...
+
+    def check(self, res: Resident, w) -> list:
+        """Per instance: None if the witness satisfies the circuit, else why not."""
+
+    def prove(self, res: Resident, w, use: list, msm_budget_bytes: int | None):
+        """(proof batch, public inputs per instance (lists of ints), timings)
+        for the instances where use[i]; the others are proved on a stand-in."""
+
+    def verify(self, res: Resident, public: list, proof) -> list: ...
+
+    def encode(self, proof) -> list: ...
+
+
+class Groth16Prover:
+    """Real Groth16 proofs (``jaxprove.groth16``).
+
+    Keys come from ``keys_dir`` (``groth16.load_keys`` under the topology's
+    name).  A missing key is an error unless ``setup_on_first_use``: then a
+    setup runs (seeded with ``setup_seed``: tests only, a seeded setup is
+    insecure) and is saved to ``keys_dir`` when one is given (else kept in
+    host memory for the other devices).  PCE matrices come from
+    ``pce.get_or_extract`` in ``pce_dir`` (or are extracted in memory)."""
+
+    def __init__(self, keys_dir: str | None = None, pce_dir: str | None = None,
+                 setup_on_first_use: bool = False, setup_seed: int | None = None):
+        self.keys_dir, self.pce_dir = keys_dir, pce_dir
+        self.setup_on_first_use, self.setup_seed = setup_on_first_use, setup_seed
+        self._lock = threading.Lock()
+        self._topo_locks: dict[str, threading.Lock] = {}
+        self._r1cs: dict[str, Any] = {}
+        self._host_keys: dict[str, Any] = {}
+
+    def _record(self, spec):
+        with self._lock:
+            if spec.topology not in self._r1cs:
+                self._r1cs[spec.topology] = spec.record()
+            return self._r1cs[spec.topology]
+
+    def _keys(self, spec, device):
+        """(pk, vk) on ``device``: from the key store, from this prover's host
+        copy, or (setup on first use) from a setup run once per topology."""
+        import jax
+
+        from jaxprove import groth16 as G
+        name = key_name(spec.topology)
+        with self._lock:
+            topo_lock = self._topo_locks.setdefault(spec.topology, threading.Lock())
+        with topo_lock:
+            if spec.topology in self._host_keys:
+                return jax.device_put(self._host_keys[spec.topology], device)
+            if self.keys_dir:
+                got = G.load_keys(self.keys_dir, name, device)
+                if got is not None:
+                    return got
+            if not self.setup_on_first_use:
+                raise LookupError(f"no proving key {name!r} in key store {self.keys_dir!r} "
+                                  f"(run a setup, or enable setup on first use for tests)")
+            log.info("setup of %s (seed %s)", spec.topology, self.setup_seed)
+            keys = G.setup(self._record(spec), seed=self.setup_seed)
+            if self.keys_dir:
+                G.save_keys(*keys, self.keys_dir, name)
+            else:
+                self._host_keys[spec.topology] = jax.device_get(keys)
+            return jax.device_put(keys, device)
+
+    def load(self, spec, device) -> Resident:
+        import jax
+
+        from jaxprove import pce
+        pk, vk = self._keys(spec, device)
+        if self.pce_dir:
+            m = pce.get_or_extract(lambda: self._record(spec), pce.cache_key(spec.topology),
+                                   self.pce_dir)
+        else:
+            m = pce.extract(self._record(spec))
+        m = jax.device_put(m, device)
+        if pk.a.shape[-1] != m.num_vars or vk.ic.shape[-1] != m.num_inputs:
+            raise ValueError(f"proving key {key_name(spec.topology)!r} does not fit circuit "
+                             f"{spec.topology} ({pk.a.shape[-1]} vs {m.num_vars} variables)")
+        nbytes = sum(int(x.nbytes) for x in jax.tree.leaves((pk, vk, m)))
+        return Resident(pk, vk, m, nbytes)
+
+    def check(self, res, w) -> list:
+        import numpy as np
+
+        from jaxprove import pce
+        ok, first = pce.is_satisfied(res.matrices, w)
+        return [None if o else f"the witness does not satisfy the circuit (first failing row {r})"
+                for o, r in zip(np.asarray(ok).reshape(-1), np.asarray(first).reshape(-1))]
+
+    def prove(self, res, w, use, msm_budget_bytes):
+        import jax.numpy as jnp
+        import numpy as np
+
+        from jaxprove import groth16 as G
+        from ops import msm as M
+        from ops.field import Fr
+        good = [i for i, u in enumerate(use) if u]
+        if len(good) < len(use):
+            w = w[:, jnp.asarray([i if u else good[0] for i, u in enumerate(use)])]
+        cfg = None if msm_budget_bytes is None else M.MSMConfig(budget_bytes=msm_budget_bytes)
+        proof, times = G.prove(res.pk, res.matrices, w, msm_config=cfg)
+        pub = Fr.to_int(np.asarray(w[:, :, 1:res.matrices.num_inputs]))
+        return proof, [[int(v) for v in row] for row in pub], times
+
+    def verify(self, res, public, proof) -> list:
+        import numpy as np
+
+        from jaxprove import groth16 as G
+        return [bool(v) for v in np.asarray(G.verify(res.vk, public, proof)).reshape(-1)]
+
+    def encode(self, proof) -> list:
+        from jaxprove import groth16 as G
+        return G.proof_to_bytes(proof)
+
+
+def key_name(topology: str) -> str:
+    """The key store entry name of a topology's Groth16 keys."""
+    from jaxprove import pce
+    return pce.cache_key(topology).replace("-pce", "-keys", 1)
+
+
+# ---------------------------------------------------------------- jobs
+FINAL = ("done", "failed", "cancelled")
+_CLAIMED = FINAL + ("finishing",)        # finishing: being persisted by on_finished
+
+
+class JobResult(NamedTuple):
+    job_id: str
+    kind: str
+    sector_size: int
+    status: str               # queued | running | done | failed | cancelled
+    proof: bytes              # concatenated 192-byte proofs (done only)
+    public: list              # public inputs per partition
+    error: str | None
+    timings: dict
+
+    def to_json(self) -> dict:
+        d = self._asdict()
+        d["proof"] = base64.b64encode(self.proof).decode()
+        return d
+
+    @classmethod
+    def from_json(cls, d: dict) -> "JobResult":
+        d = dict(d)
+        d["proof"] = base64.b64decode(d.get("proof", ""))
+        return cls(**{f: d.get(f) for f in cls._fields})
+
+
+@dataclasses.dataclass
+class _Job:
+    id: str
+    kind: str
+    sector_size: int
+    priority: Priority
+    seq: int
+    topology: str
+    parts: list
+    submitted: float
+    status: str = "queued"
+    proofs: list = dataclasses.field(default_factory=list)
+    public: list = dataclasses.field(default_factory=list)
+    error: str | None = None
+    timings: dict = dataclasses.field(default_factory=lambda: collections.defaultdict(float))
+    remaining: int = 0
+    done: threading.Event = dataclasses.field(default_factory=threading.Event)
+
+    def result(self) -> JobResult:
+        proof = b"".join(self.proofs) if self.status == "done" else b""
+        return JobResult(self.id, self.kind, self.sector_size, self.status, proof,
+                         list(self.public) if self.status == "done" else [], self.error,
+                         dict(self.timings))
+
+
+@dataclasses.dataclass(frozen=True)
+class EngineConfig:
+    """max_batch_size / max_batch_wait_s: batching (``Scheduler``);
+    budget_bytes: residency budget per worker (None: unbounded);
+    msm_budget_bytes: streaming mode, the MSM working-set budget;
+    verify: verify every proof before returning it; lookahead: batches
+    whose witnesses are built ahead of the device; max_finished: finished
+    jobs remembered for ``wait``."""
+    max_batch_size: int = 1
+    max_batch_wait_s: float = 0.0
+    budget_bytes: int | None = None
+    msm_budget_bytes: int | None = None
+    verify: bool = True
+    lookahead: int = 1
+    max_finished: int = 100_000
+
+
+class _Batch(NamedTuple):
+    items: list               # WorkItems
+    spec: CircuitSpec
+    w: Any                    # witness batch (padded), or None if every item failed
+    errors: list              # per item: None or an error message
+    witness_s: float
+
+
+class Engine:
+    """See the module docstring.  ``on_finished(JobResult)`` runs before a
+    finished job becomes visible to ``wait`` (the daemon persists results
+    there); if it raises, the job is reported failed."""
+
+    def __init__(self, registry: Registry, config: EngineConfig = EngineConfig(),
+                 prover: Prover | None = None, devices=None,
+                 on_finished: Callable[[JobResult], None] | None = None):
+        import jax
+        self.registry, self.config = registry, config
+        self.prover = prover if prover is not None else Groth16Prover()
+        self.devices = list(devices) if devices is not None else jax.local_devices()
+        if not self.devices:
+            raise ValueError("engine: no devices")
+        self._on_finished = on_finished
+        self._lock = threading.Lock()
+        self._cv = threading.Condition(self._lock)
+        self._sched = Scheduler(config.max_batch_size, config.max_batch_wait_s)
+        self._jobs: dict[str, _Job] = {}
+        self._finished: collections.OrderedDict = collections.OrderedDict()
+        self._seq = 0
+        self._residency = [Residency(config.budget_bytes) for _ in self.devices]
+        self._load_locks = [threading.Lock() for _ in self.devices]
+        self._busy = [False] * len(self.devices)
+        self._threads: list[threading.Thread] = []
+        self._accepting = True
+        self._stopping = False
+        self._draining = False
+        self._in_flight = 0
+        self._started_at = time.time()
+        self._counters = collections.Counter()
+        self._stage = collections.defaultdict(lambda: [0.0, 0])     # stage -> [sum, count]
+
+    # ------------------------------------------------------------ public API
+    def start(self) -> "Engine":
+        if self._threads:
+            raise RuntimeError("engine: already started")
+        for i, dev in enumerate(self.devices):
+            q: queue.Queue = queue.Queue()
+            slots = threading.Semaphore(max(1, self.config.lookahead))
+            for target, name in ((self._host_loop, "host"), (self._device_loop, "device")):
+                t = threading.Thread(target=target, args=(i, dev, q, slots), daemon=True,
+                                     name=f"jaxprove-{name}-{i}")
+                t.start()
+                self._threads.append(t)
+        return self
+
+    def submit(self, kind: str, sector_size: int, inputs, priority=None,
+               job_id: str | None = None) -> str:
+        """Queue a job; returns its id.  Unknown kind or duplicate id:
+        ValueError.  Inputs that do not parse: the job is recorded as failed
+        (``wait`` reports the error).  RuntimeError once shut down."""
+        spec = self.registry.get(kind, sector_size)
+        prio = spec.priority if priority is None else parse_priority(priority)
+        jid = job_id or secrets.token_hex(8)
+        error, parts = None, []
+        try:
+            parts = spec.split(inputs)
+            if not parts or (spec.partitions is not None and len(parts) != spec.partitions):
+                raise ValueError(f"{kind}: {len(parts)} partitions, expected "
+                                 f"{spec.partitions or 'at least 1'}")
+        except Exception as e:  # noqa: BLE001 - any parse error fails this job only
+            error = f"bad input: {e}"
+        with self._cv:
+            if not self._accepting:
+                raise RuntimeError("engine: shutting down, not accepting jobs")
+            if jid in self._jobs or jid in self._finished:
+                raise ValueError(f"job id {jid!r} is already in use")
+            self._seq += 1
+            job = _Job(jid, kind, int(sector_size), prio, self._seq, spec.topology, parts,
+                       time.monotonic(), remaining=len(parts), proofs=[None] * len(parts),
+                       public=[None] * len(parts))
+            self._jobs[jid] = job
+            self._counters[("submitted", kind)] += 1
+            if error is None:
+                for p in range(len(parts)):
+                    self._sched.add(WorkItem(prio, job.seq, p, jid, spec.topology, job.submitted))
+                self._cv.notify_all()
+        if error is not None:
+            self._finish(job, "failed", error)
+        return jid
+
+    def wait(self, job_id: str, timeout: float | None = None) -> JobResult | None:
+        """The job's result once finished; None if still unfinished after
+        ``timeout`` seconds.  KeyError for an unknown id."""
+        with self._lock:
+            job = self._jobs.get(job_id) or self._finished.get(job_id)
+        if job is None:
+            raise KeyError(f"unknown job id {job_id!r}")
+        if not job.done.wait(timeout):
+            return None
+        return job.result()
+
+    def prove(self, kind, sector_size, inputs, priority=None, timeout=None) -> JobResult | None:
+        return self.wait(self.submit(kind, sector_size, inputs, priority), timeout)
+
+    def peek(self, job_id: str) -> JobResult:
+        with self._lock:
+            job = self._jobs.get(job_id) or self._finished.get(job_id)
+            if job is None:
+                raise KeyError(f"unknown job id {job_id!r}")
+            return job.result()
+
+    def cancel(self, job_id: str) -> bool:
+        """Cancel a queued or running job (its items in flight finish on the
+        device and are discarded).  False if it had already finished."""
+        with self._cv:
+            job = self._jobs.get(job_id)
+            if job is None:
+                if job_id in self._finished:
+                    return False
+                raise KeyError(f"unknown job id {job_id!r}")
+            if job.status in _CLAIMED:
+                return False
+            job.status = "finishing"
+            self._sched.remove_job(job_id)
+        self._finish(job, "cancelled", "cancelled by request")
+        return True
+
+    def preload(self, kind: str, sector_size: int) -> list:
+        """Load a kind's keys and matrices on every worker; returns the
+        residency entries as in ``status()``."""
+        spec = self.registry.get(kind, sector_size)
+        for i, dev in enumerate(self.devices):
+            self._unpin(i, self._resident(i, dev, spec)[0])
+        return self.status()["resident"]
+
+    def evict(self, topology: str | None = None) -> list:
+        """Evict idle residency entries (of one topology, or all); returns
+        the evicted (worker, topology) pairs."""
+        out = []
+        with self._lock:
+            for i, r in enumerate(self._residency):
+                out += [(i, k) for k in r.evict(lambda k: topology is None or k == topology)]
+        return out
+
+    def status(self) -> dict:
+        now = time.monotonic()
+        with self._lock:
+            jobs = collections.Counter(j.status for j in self._jobs.values())
+            jobs.update(j.status for j in self._finished.values())
+            resident = [dict(e, worker=i, device=str(self.devices[i]), topology=e.pop("key"))
+                        for i, r in enumerate(self._residency) for e in r.entries(now)]
+            return {
+                "devices": [{"worker": i, "device": str(d), "platform": d.platform,
+                             "kind": getattr(d, "device_kind", ""), "busy": self._busy[i]}
+                            for i, d in enumerate(self.devices)],
+                "resident": resident,
+                "budget_bytes": self.config.budget_bytes,
+                "resident_bytes": [r.used_bytes for r in self._residency],
+                "queues": self._sched.counts(),
+                "pending_items": len(self._sched),
+                "in_flight_batches": self._in_flight,
+                "jobs": {s: jobs.get(s, 0) for s in ("queued", "running") + FINAL},
+                "counters": {"_".join(k) if isinstance(k, tuple) else k: v
+                             for k, v in self._counters.items()},
+                "evictions": sum(r.evictions for r in self._residency),
+                "accepting": self._accepting,
+                "uptime_s": time.time() - self._started_at,
+            }
+
+    def metrics(self) -> str:
+        """Prometheus text exposition (version 0.0.4)."""
+        st = self.status()
+        with self._lock:
+            c = dict(self._counters)
+            stages = {k: tuple(v) for k, v in self._stage.items()}
+        lines = []
+
+        def metric(name, kind, help_, samples):
+            lines.extend([f"# HELP jaxprove_{name} {help_}", f"# TYPE jaxprove_{name} {kind}"])
+            for suffix, labels, v in samples:
+                lab = ",".join(f'{k}="{val}"' for k, val in labels.items())
+                lines.append(f"jaxprove_{name}{suffix}{{{lab}}} {v}" if lab
+                             else f"jaxprove_{name}{suffix} {v}")
+
+        metric("jobs_submitted_total", "counter", "Jobs submitted, per kind.",
+               [("", {"kind": k[1]}, v) for k, v in sorted(c.items(), key=str)
+                if k[0] == "submitted"])
+        metric("jobs_finished_total", "counter", "Jobs finished, per kind and status.",
+               [("", {"kind": k[1], "status": k[2]}, v) for k, v in sorted(c.items(), key=str)
+                if k[0] == "finished"])
+        metric("batches_total", "counter", "Batches proved.", [("", {}, c.get("batches", 0))])
+        metric("batch_items_total", "counter", "Work items proved in batches.",
+               [("", {}, c.get("batch_items", 0))])
+        metric("queue_depth", "gauge", "Pending work items per priority.",
+               [("", {"priority": p}, n) for p, n in st["queues"]["by_priority"].items()])
+        metric("jobs", "gauge", "Jobs known to the engine, per status.",
+               [("", {"status": s}, n) for s, n in st["jobs"].items()])
+        metric("workers", "gauge", "Device workers.", [("", {}, len(st["devices"]))])
+        metric("busy_workers", "gauge", "Workers proving a batch now.",
+               [("", {}, sum(d["busy"] for d in st["devices"]))])
+        metric("resident_bytes", "gauge", "Bytes of keys and matrices resident per worker.",
+               [("", {"worker": str(i)}, n) for i, n in enumerate(st["resident_bytes"])])
+        metric("evictions_total", "counter", "Residency evictions.", [("", {}, st["evictions"])])
+        metric("stage_seconds", "summary",
+               "Seconds per stage: per batch, except queue_wait and total (per job).",
+               [x for stg, (tot, n) in sorted(stages.items())
+                for x in (("_sum", {"stage": stg}, round(tot, 6)), ("_count", {"stage": stg}, n))])
+        metric("uptime_seconds", "gauge", "Seconds since the engine was made.",
+               [("", {}, round(st["uptime_s"], 3))])
+        return "\n".join(lines) + "\n"
+
+    def shutdown(self, drain: bool = True, timeout: float | None = None) -> list[str]:
+        """Stop accepting jobs.  drain: finish every queued job first; else
+        hand back the jobs not yet finished that have queued items (returned
+        ids; they stay unfinished here — the daemon's journal resumes them).
+        Batches already taken finish either way.  Then stop the workers."""
+        with self._cv:
+            self._accepting = False
+            handed = []
+            if drain:
+                self._draining = True
+            else:
+                for item in self._sched.take_all():
+                    if item.job_id not in handed:
+                        handed.append(item.job_id)
+            self._stopping = True
+            self._cv.notify_all()
+        for t in self._threads:
+            t.join(timeout)
+        return handed
+
+    # ------------------------------------------------------------ workers
+    def _take_batch(self):
+        with self._cv:
+            while True:
+                batch, wait = self._sched.next_batch(time.monotonic(), flush=self._draining)
+                if batch:
+                    now = time.monotonic()
+                    jobs = [self._jobs[it.job_id] for it in batch]
+                    for job in jobs:
+                        if job.status == "queued":
+                            job.status = "running"
+                            job.timings["queue_wait"] = now - job.submitted
+                            self._note_stage("queue_wait", now - job.submitted)
+                    self._in_flight += 1
+                    spec = self.registry.get(jobs[0].kind, jobs[0].sector_size)
+                    return batch, spec, [j.parts[it.partition] for j, it in zip(jobs, batch)]
+                if self._stopping and (wait is None or not self._draining):
+                    return None
+                self._cv.wait(wait)
+
+    def _host_loop(self, i, dev, q, slots):
+        import jax
+        while True:
+            slots.acquire()
+            taken = self._take_batch()
+            if taken is None:
+                q.put(None)
+                return
+            with jax.default_device(dev):
+                q.put(self._synthesize(*taken))
+
+    def _synthesize(self, items, spec, parts) -> _Batch:
+        """Host work: the batch's witnesses (padded to the batch shape)."""
+        import jax
+        size = padded_size(len(items), self.config.max_batch_size)
+        t = time.perf_counter()
+        try:
+            w = jax.block_until_ready(spec.witness(parts + [parts[0]] * (size - len(parts))))
+            return _Batch(items, spec, w, [None] * len(items), time.perf_counter() - t)
+        except Exception as e:  # noqa: BLE001 - isolate the bad items below
+            if len(items) == 1:
+                return _Batch(items, spec, None, [f"witness: {e}"], time.perf_counter() - t)
+        # rebuild item by item (same batch shape: the item repeated) to find the bad ones
+        ws, errors = [], []
+        for p in parts:
+            try:
+                ws.append(jax.block_until_ready(spec.witness([p] * size)))
+                errors.append(None)
+            except Exception as e:  # noqa: BLE001
+                ws.append(None)
+                errors.append(f"witness: {e}")
+        good = [x for x in ws if x is not None]
+        if not good:
+            return _Batch(items, spec, None, errors, time.perf_counter() - t)
+        w = _assemble(ws, good[0], size)
+        return _Batch(items, spec, w, errors, time.perf_counter() - t)
+
+    def _device_loop(self, i, dev, q, slots):
+        import jax
+        while True:
+            b = q.get()
+            slots.release()
+            if b is None:
+                return
+            with self._lock:
+                self._busy[i] = True
+            try:
+                with jax.default_device(dev):
+                    self._run_batch(i, dev, b)
+            except Exception as e:  # noqa: BLE001 - the batch fails, the worker lives on
+                log.exception("batch of %s failed", b.spec.topology)
+                self._item_results(b.items, [None] * len(b.items),
+                                   [f"{type(e).__name__}: {e}"] * len(b.items), {}, None)
+            finally:
+                with self._cv:
+                    self._busy[i] = False
+                    self._in_flight -= 1
+                    self._cv.notify_all()
+
+    def _resident(self, i, dev, spec):
+        """(key, Resident) of spec's topology on worker i, pinned, and the load seconds."""
+        key = spec.topology
+        t = time.perf_counter()
+        with self._load_locks[i]:
+            with self._lock:
+                res = self._residency[i].get(key, time.monotonic())
+                if res is not None:
+                    self._residency[i].pin(key)
+                    return key, res, 0.0
+            res = self.prover.load(spec, dev)
+            with self._lock:
+                evicted = self._residency[i].put(key, res, res.nbytes, time.monotonic())
+                self._residency[i].pin(key)
+            if evicted:
+                log.info("worker %d: evicted %s to load %s", i, evicted, key)
+        return key, res, time.perf_counter() - t
+
+    def _unpin(self, i, key):
+        with self._lock:
+            self._residency[i].unpin(key)
+
+    def _run_batch(self, i, dev, b: _Batch):
+        errors = list(b.errors)
+        n = len(b.items)
+        with self._lock:
+            live = [it.job_id in self._jobs and self._jobs[it.job_id].status not in _CLAIMED
+                    for it in b.items]
+        times = {"witness": b.witness_s}
+        if b.w is None or not any(live):
+            return self._item_results(b.items, [None] * n, errors, times, None)
+        key, res, times["load"] = self._resident(i, dev, b.spec)
+        try:
+            t = time.perf_counter()
+            size = padded_size(n, self.config.max_batch_size)
+            checked = self.prover.check(res, b.w)
+            times["check"] = time.perf_counter() - t
+            for k in range(n):
+                if errors[k] is None and checked[k] is not None:
+                    errors[k] = checked[k]
+            use = [errors[k] is None and live[k] for k in range(n)]
+            if not any(use):
+                return self._item_results(b.items, [None] * n, errors, times, None)
+            use += [False] * (size - n)
+            proof, public, ptimes = self.prover.prove(res, b.w, use,
+                                                      self.config.msm_budget_bytes)
+            times.update({k: v for k, v in ptimes.items() if k != "total"})
+            if self.config.verify:
+                t = time.perf_counter()
+                ok = self.prover.verify(res, public, proof)
+                times["verify"] = time.perf_counter() - t
+                for k in range(n):
+                    if use[k] and not ok[k]:
+                        errors[k] = "the proof did not verify (self-check before return)"
+            t = time.perf_counter()
+            encoded = self.prover.encode(proof)
+            times["encode"] = time.perf_counter() - t
+        finally:
+            self._unpin(i, key)
+        self._item_results(b.items, [(encoded[k], public[k]) for k in range(n)], errors, times,
+                           size)
+
+    def _item_results(self, items, outs, errors, times, size):
+        finished = []
+        with self._lock:
+            self._counters["batches"] += 1
+            self._counters["batch_items"] += len(items)
+            for s, v in times.items():
+                self._note_stage(s, v)
+            for it, out, err in zip(items, outs, errors):
+                job = self._jobs.get(it.job_id)
+                if job is None or job.status in _CLAIMED:
+                    continue                                   # cancelled or failed meanwhile
+                for s, v in times.items():
+                    job.timings[s] += v
+                if size:
+                    job.timings.setdefault("batch_sizes", [])
+                    job.timings["batch_sizes"].append(size)
+                if err is not None:
+                    job.status = "finishing"
+                    self._sched.remove_job(job.id)
+                    finished.append((job, "failed", f"partition {it.partition}: {err}"))
+                    continue
+                job.proofs[it.partition], job.public[it.partition] = out
+                job.remaining -= 1
+                if job.remaining == 0:
+                    job.status = "finishing"
+                    finished.append((job, "done", None))
+        for job, status, err in finished:
+            self._finish(job, status, err)
+
+    def _note_stage(self, stage, seconds):
+        s = self._stage[stage]
+        s[0] += seconds
+        s[1] += 1
+
+    def _finish(self, job: _Job, status: str, error: str | None):
+        """Make a job final: persist through on_finished, then publish."""
+        job.status, job.error = status, error
+        job.timings["total"] = time.monotonic() - job.submitted
+        if self._on_finished is not None:
+            try:
+                self._on_finished(job.result())
+            except Exception as e:  # noqa: BLE001 - not persisted: not acknowledged as done
+                log.exception("could not persist job %s", job.id)
+                job.status, job.error = "failed", f"could not persist the result: {e}"
+        with self._cv:
+            self._counters[("finished", job.kind, job.status)] += 1
+            self._note_stage("total", job.timings["total"])
+            self._jobs.pop(job.id, None)
+            self._finished[job.id] = job
+            while len(self._finished) > self.config.max_finished:
+                self._finished.popitem(last=False)
+            self._cv.notify_all()
+        job.done.set()
+
+
+def _assemble(ws, fill, size):
+    """A witness batch from per-item batches (each the item repeated to the
+    batch shape): instance 0 of each item, failed items and padding replaced
+    by ``fill``'s instance 0.  Works on Fr arrays (8, size, n) and on any
+    array with the instance axis 1."""
+    import jax.numpy as jnp
+    cols = [(x if x is not None else fill)[:, 0] for x in ws]
+    cols += [fill[:, 0]] * (size - len(cols))
+    return jnp.stack(cols, axis=1)

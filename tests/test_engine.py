@@ -1,0 +1,409 @@
+"""The proving engine (jaxprove.engine): scheduler and residency as pure
+pieces, then the threaded engine with a fast stand-in prover (priority
+order, batching, cancellation, eviction under a small budget, failing jobs
+isolated, two workers), and one test making REAL Groth16 proofs of the cubic
+circuit through the engine, checked with py_ecc's pairing."""
+from __future__ import annotations
+
+import hashlib
+import random
+import threading
+import time
+
+import jax
+import numpy as np
+import pytest
+
+from jaxprove import engine as E
+from jaxprove.engine import Priority, WorkItem
+
+P = Priority
+
+
+# ---------------------------------------------------------------- pure pieces
+def _item(prio, seq, part=0, topo="t", enq=0.0):
+    return WorkItem(prio, seq, part, f"job{seq}", topo, enq)
+
+
+def test_scheduler_priority_then_oldest_then_partition():
+    s = E.Scheduler(max_batch_size=1)
+    items = [_item(P.NORMAL, 1, 1, "porep"), _item(P.NORMAL, 1, 0, "porep"),
+             _item(P.HIGH, 2, 0, "window"), _item(P.NORMAL, 0, 0, "snap"),
+             _item(P.CRITICAL, 3, 0, "winning"), _item(P.LOW, 4, 0, "porep")]
+    for it in random.Random(0).sample(items, len(items)):
+        s.add(it)
+    order = []
+    while len(s):
+        batch, _ = s.next_batch(now=0.0)
+        order.append((batch[0].topology, batch[0].seq, batch[0].partition))
+    assert order == [("winning", 3, 0), ("window", 2, 0), ("snap", 0, 0), ("porep", 1, 0),
+                     ("porep", 1, 1), ("porep", 4, 0)]
+    assert s.next_batch(now=0.0) == (None, None)
+
+
+def test_scheduler_batches_by_topology_with_max_size_and_wait():
+    s = E.Scheduler(max_batch_size=3, max_batch_wait_s=10.0)
+    for seq in range(4):
+        s.add(_item(P.NORMAL, seq, 0, "a", enq=100.0 + seq))
+    s.add(_item(P.NORMAL, 9, 0, "b", enq=101.0))
+    batch, _ = s.next_batch(now=101.0)                     # a is full: goes at once
+    assert [i.seq for i in batch] == [0, 1, 2]
+    batch, wait = s.next_batch(now=102.0)                  # a has 1 item, b has 1: both wait
+    assert batch is None and wait == pytest.approx(9.0)    # b's oldest item: 101 + 10 − 102
+    batch, _ = s.next_batch(now=111.5)                     # b is due (a, enqueued at 103, not yet)
+    assert [i.topology for i in batch] == ["b"]
+    batch, _ = s.next_batch(now=111.5, flush=True)         # draining flushes a
+    assert [i.seq for i in batch] == [3]
+    s.add(_item(P.NORMAL, 10, 0, "a", enq=200.0))
+    s.add(_item(P.HIGH, 11, 0, "a", enq=200.0))            # a PoSt item never waits
+    batch, _ = s.next_batch(now=200.0)
+    assert [i.seq for i in batch] == [11, 10]
+    assert [E.padded_size(n, 6) for n in (1, 2, 3, 4, 5, 6)] == [1, 2, 4, 4, 6, 6]
+
+
+def test_scheduler_remove_job_and_counts():
+    s = E.Scheduler(max_batch_size=2)
+    s.add(_item(P.NORMAL, 1, 0))
+    s.add(_item(P.NORMAL, 1, 1))
+    s.add(_item(P.CRITICAL, 2, 0))
+    assert s.counts()["by_priority"]["NORMAL"] == 2
+    assert s.remove_job("job1") == 2 and len(s) == 1
+    with pytest.raises(ValueError, match="max_batch_size"):
+        E.Scheduler(max_batch_size=0)
+
+
+def test_residency_lru_eviction_respects_pins():
+    r = E.Residency(budget_bytes=100)
+    assert r.put("a", "A", 40, now=0) == []
+    assert r.put("b", "B", 40, now=1) == []
+    assert r.get("a", now=2) == "A"                        # b is now least recently used
+    assert r.put("c", "C", 40, now=3) == ["b"]
+    r.pin("a")
+    r.pin("c")
+    assert r.put("d", "D", 50, now=4) == []                # nothing idle: admitted over budget
+    assert r.used_bytes == 130
+    r.unpin("a")
+    assert r.make_room(0) == ["a"]                          # back under the budget
+    assert [e["key"] for e in r.entries(now=5)] == ["c", "d"]
+    assert r.evict(lambda k: k == "c") == []               # pinned: stays
+    r.unpin("c")
+    assert r.evict() == ["c", "d"] and r.used_bytes == 0 and r.evictions == 4
+
+
+def test_registry_and_priorities():
+    reg = E.builtin_registry(cubic_sizes=(2,), sha256_sizes=())
+    spec = reg.get("cubic", 2)
+    assert spec.topology == "cubic-2"
+    assert spec.split({"x": [[1, 2], [3, 4]]}) == [[1, 2], [3, 4]]
+    for bad in ({"x": [[1]]}, {"x": [[1, "2"]]}, {"x": []}, {"y": 1}, {"x": [[-1, 2]]}):
+        with pytest.raises(ValueError):
+            spec.split(bad)
+    with pytest.raises(ValueError, match="unknown proof kind"):
+        reg.get("porep", 2)
+    with pytest.raises(ValueError, match="already registered"):
+        reg.register(spec)
+    assert E.parse_priority("critical") == P.CRITICAL and E.parse_priority(2) == P.HIGH
+    with pytest.raises(ValueError, match="priority"):
+        E.parse_priority("urgent")
+
+
+# ---------------------------------------------------------------- a fast stand-in prover
+UNLUCKY = 13        # the toy witness builder refuses this value (bad input found late)
+
+
+def toy_spec(kind, topology, priority=P.NORMAL, sector_size=1):
+    def split(inputs):
+        vals = inputs["values"] if isinstance(inputs, dict) else None
+        if not isinstance(vals, list) or not vals or not all(isinstance(v, int) for v in vals):
+            raise ValueError("toy: inputs must be {'values': [int per partition]}")
+        return vals
+
+    def witness(parts):
+        if UNLUCKY in parts:
+            raise ValueError(f"toy: cannot build a witness for {UNLUCKY}")
+        return np.asarray([parts], np.int64)              # (1, batch): instance axis 1
+
+    return E.CircuitSpec(kind, sector_size, topology, lambda: None, split, witness, priority)
+
+
+def toy_registry():
+    return E.Registry([toy_spec("porep", "porep-t", P.NORMAL), toy_spec("snap", "snap-t"),
+                       toy_spec("window-post", "window-t", P.HIGH),
+                       toy_spec("winning-post", "winning-t", P.CRITICAL)])
+
+
+def toy_proof(topology, v) -> bytes:
+    return (hashlib.sha256(f"{topology}:{v}".encode()).digest() * 6)[:192]
+
+
+class ToyProver:
+    """Proof of value v under topology t: sha256("t:v") repeated to 192
+    bytes; a negative value is an unsatisfied witness; ``wrong`` values get
+    a proof that fails verification.  Records loads and proved batches."""
+
+    def __init__(self, sizes=None, gate: threading.Event | None = None, delay=0.0, wrong=()):
+        self.sizes, self.gate, self.delay, self.wrong = sizes or {}, gate, delay, set(wrong)
+        self.loads, self.batches, self.threads = [], [], set()
+        self.proving = threading.Event()
+
+    def load(self, spec, device):
+        self.loads.append(spec.topology)
+        return E.Resident(spec.topology, spec.topology, None, self.sizes.get(spec.topology, 1))
+
+    def check(self, res, w):
+        return [None if v >= 0 else "unsatisfied witness" for v in np.asarray(w)[0]]
+
+    def prove(self, res, w, use, msm_budget_bytes):
+        self.proving.set()
+        if self.gate is not None:
+            assert self.gate.wait(20), "test gate never opened"
+        time.sleep(self.delay)
+        vals = [int(v) for v in np.asarray(w)[0]]
+        self.batches.append((res.pk, vals, list(use), msm_budget_bytes))
+        self.threads.add(threading.current_thread().name)
+        proofs = [toy_proof(res.pk, v + (v in self.wrong)) for v in vals]
+        return proofs, [[v] for v in vals], {"msm_a": 0.001}
+
+    def verify(self, res, public, proof):
+        return [p == toy_proof(res.pk, x[0]) for p, x in zip(proof, public)]
+
+    def encode(self, proof):
+        return list(proof)
+
+
+def make_engine(prover, **cfg):
+    devices = cfg.pop("devices", None)
+    return E.Engine(toy_registry(), E.EngineConfig(**cfg), prover,
+                    devices=devices or jax.devices()[:1])
+
+
+def _done(eng, jid, timeout=30):
+    r = eng.wait(jid, timeout=timeout)
+    assert r is not None, f"job {jid} did not finish"
+    return r
+
+
+# ---------------------------------------------------------------- engine with the stand-in
+def test_engine_priority_order_and_timings():
+    prover = ToyProver()
+    eng = make_engine(prover)
+    jobs = [eng.submit("porep", 1, {"values": [1, 2]}),
+            eng.submit("window-post", 1, {"values": [3]}),
+            eng.submit("snap", 1, {"values": [4]}),
+            eng.submit("winning-post", 1, {"values": [5]}),
+            eng.submit("porep", 1, {"values": [6]}, priority="low")]
+    eng.start()
+    results = [_done(eng, j) for j in jobs]
+    eng.shutdown()
+    assert [b[1] for b in prover.batches] == [[5], [3], [1], [2], [4], [6]]
+    r = results[0]
+    assert r.status == "done" and r.error is None
+    assert r.proof == toy_proof("porep-t", 1) + toy_proof("porep-t", 2)
+    assert r.public == [[1], [2]]
+    assert {"queue_wait", "witness", "load", "check", "msm_a", "verify", "encode",
+            "total"} <= set(r.timings)
+    assert results[4].timings["queue_wait"] >= results[3].timings["queue_wait"]
+
+
+def test_engine_batches_share_a_topology_and_pad_shapes():
+    prover = ToyProver()
+    eng = make_engine(prover, max_batch_size=4, msm_budget_bytes=1 << 20)
+    a = eng.submit("porep", 1, {"values": [10, 11, 12]})
+    b = eng.submit("snap", 1, {"values": [20]})
+    c = eng.submit("porep", 1, {"values": [30, 31, 32, 33]})
+    eng.start()
+    for j in (a, b, c):
+        assert _done(eng, j).status == "done"
+    eng.shutdown()
+    got = [(t, v, u) for t, v, u, _ in prover.batches]
+    assert got == [("porep-t", [10, 11, 12, 30], [True] * 4),
+                   ("snap-t", [20], [True]),                      # the older job goes first
+                   ("porep-t", [31, 32, 33, 31], [True] * 3 + [False])]   # padded to 4
+    assert {m for *_, m in prover.batches} == {1 << 20}           # streaming budget reaches the MSMs
+    assert _done(eng, c).proof == b"".join(toy_proof("porep-t", v) for v in (30, 31, 32, 33))
+    assert eng.status()["counters"]["batches"] == 3
+
+
+def test_engine_max_wait_holds_a_partial_batch():
+    prover = ToyProver()
+    eng = make_engine(prover, max_batch_size=4, max_batch_wait_s=0.4).start()
+    t = time.monotonic()
+    j = eng.submit("porep", 1, {"values": [1]})
+    r = _done(eng, j)
+    assert time.monotonic() - t >= 0.35 and r.timings["queue_wait"] >= 0.35
+    t = time.monotonic()
+    w = eng.submit("winning-post", 1, {"values": [2]})            # CRITICAL: no waiting
+    assert _done(eng, w).timings["queue_wait"] < 0.3
+    eng.shutdown()
+
+
+def test_engine_cancellation():
+    gate = threading.Event()
+    prover = ToyProver(gate=gate)
+    eng = make_engine(prover).start()
+    x = eng.submit("porep", 1, {"values": [1, 2, 3]})
+    assert prover.proving.wait(10)                 # partition 0 of x is on the device
+    y = eng.submit("porep", 1, {"values": [4]})
+    z = eng.submit("snap", 1, {"values": [5]})
+    assert eng.cancel(y) and eng.cancel(x)
+    assert not eng.cancel(x)                       # already final
+    gate.set()
+    assert _done(eng, z).status == "done"
+    for j in (x, y):
+        r = _done(eng, j)
+        assert r.status == "cancelled" and r.proof == b""
+    eng.shutdown()
+    proved = [v for _, vals, _, _ in prover.batches for v in vals]
+    assert 4 not in proved and 3 not in proved and 5 in proved
+    with pytest.raises(KeyError):
+        eng.cancel("no-such-job")
+
+
+def test_engine_failing_jobs_do_not_harm_others():
+    prover = ToyProver(wrong={7})
+    eng = make_engine(prover, max_batch_size=4)
+    good = eng.submit("porep", 1, {"values": [1]})
+    unsat = eng.submit("porep", 1, {"values": [-5]})
+    late = eng.submit("porep", 1, {"values": [UNLUCKY]})
+    unverified = eng.submit("porep", 1, {"values": [7]})
+    bad = eng.submit("porep", 1, {"values": ["x"]})
+    multi = eng.submit("porep", 1, {"values": [2, -1, 3]})
+    good2 = eng.submit("porep", 1, {"values": [8]})
+    eng.start()
+    res = {k: _done(eng, j) for k, j in dict(good=good, unsat=unsat, late=late, bad=bad,
+                                             unverified=unverified, multi=multi,
+                                             good2=good2).items()}
+    eng.shutdown()
+    assert res["good"].status == res["good2"].status == "done"
+    assert res["good"].proof == toy_proof("porep-t", 1)
+    assert res["good2"].proof == toy_proof("porep-t", 8)
+    assert res["bad"].status == "failed" and "bad input" in res["bad"].error
+    assert res["unsat"].status == "failed" and "unsatisfied" in res["unsat"].error
+    assert res["late"].status == "failed" and "cannot build a witness" in res["late"].error
+    assert res["unverified"].status == "failed" and "did not verify" in res["unverified"].error
+    assert res["multi"].status == "failed" and "partition 1" in res["multi"].error
+    # the unsatisfied and unbuildable instances were never proved as themselves
+    first = prover.batches[0]
+    assert first[1][0] == 1 and first[2] == [True, False, False, True]
+
+
+def test_engine_eviction_under_small_budget():
+    prover = ToyProver(sizes={"porep-t": 60, "snap-t": 60, "window-t": 30})
+    eng = make_engine(prover, budget_bytes=100)
+    jobs = [eng.submit("porep", 1, {"values": [1]}), eng.submit("snap", 1, {"values": [2]}),
+            eng.submit("porep", 1, {"values": [3]}), eng.submit("porep", 1, {"values": [4]}),
+            eng.submit("window-post", 1, {"values": [5]}, priority="normal")]
+    eng.start()
+    for j in jobs:
+        assert _done(eng, j).status == "done"
+    assert prover.loads == ["porep-t", "snap-t", "porep-t", "window-t"]
+    st = eng.status()
+    assert sorted(e["topology"] for e in st["resident"]) == ["porep-t", "window-t"]
+    assert st["resident_bytes"] == [90] and st["evictions"] == 2
+    assert eng.evict("porep-t") == [(0, "porep-t")]
+    assert [e["topology"] for e in eng.preload("snap", 1)] == ["window-t", "snap-t"]
+    assert prover.loads[-1] == "snap-t"
+    eng.shutdown()
+
+
+def test_engine_two_workers_and_metrics():
+    prover = ToyProver(delay=0.1)
+    d = jax.devices()[0]
+    eng = make_engine(prover, devices=[d, d])
+    jobs = [eng.submit("porep", 1, {"values": [i]}) for i in range(8)]
+    eng.start()
+    assert all(_done(eng, j).status == "done" for j in jobs)
+    assert len(prover.threads) == 2                # both device workers proved batches
+    text = eng.metrics()
+    assert 'jaxprove_jobs_finished_total{kind="porep",status="done"} 8' in text
+    assert "jaxprove_workers 2" in text
+    assert 'jaxprove_stage_seconds_count{stage="total"} 8' in text
+    for line in text.splitlines():                 # every sample line: name{labels} number
+        if not line.startswith("#"):
+            float(line.rsplit(" ", 1)[1])
+    handed = eng.shutdown()
+    assert handed == []
+    with pytest.raises(RuntimeError, match="not accepting"):
+        eng.submit("porep", 1, {"values": [1]})
+
+
+def test_engine_shutdown_hands_back_queued_jobs():
+    gate = threading.Event()
+    prover = ToyProver(gate=gate)
+    eng = make_engine(prover).start()
+    first = eng.submit("porep", 1, {"values": [1]})
+    assert prover.proving.wait(10)
+    rest = [eng.submit("porep", 1, {"values": [v]}) for v in (2, 3, 4)]
+    threading.Timer(0.2, gate.set).start()
+    handed = eng.shutdown(drain=False, timeout=30)
+    assert _done(eng, first).status == "done"      # the batch on the device finished
+    # one batch may already have been taken for its witnesses (lookahead); it finishes too
+    finished = [j for j in rest if eng.peek(j).status == "done"]
+    assert sorted(handed + finished) == sorted(rest) and len(handed) >= 2
+
+
+# ---------------------------------------------------------------- real Groth16 proofs
+def test_engine_real_groth16_proofs_of_cubic(tmp_path):
+    """Real proofs through the engine (setup on first use, seeded; keys
+    saved to and reloaded from a key store), batched with an instance whose
+    witness is unsatisfied; the returned bytes are decoded and checked with
+    py_ecc's pairing (independent of our pairing), public inputs x³ + x
+    computed with Python integers."""
+    from conftest import R, ob
+    from jaxprove import groth16 as G
+    from ops.curve import G1, G2
+    from py_ecc.bls import point_compression as pc
+
+    K = 2
+    good = E.cubic_spec(K)
+
+    def corrupt_witness(parts):                      # same topology, one aux value changed
+        w = good.witness(parts)
+        return w.at[:, :, -1].set(w[:, :, 2])
+
+    reg = E.Registry([good, E.CircuitSpec("cubic-corrupt", K, good.topology, good.record,
+                                          good.split, corrupt_witness)])
+    prover = E.Groth16Prover(keys_dir=str(tmp_path / "keys"), setup_on_first_use=True,
+                             setup_seed=5)
+    eng = E.Engine(reg, E.EngineConfig(max_batch_size=2), prover, devices=jax.devices()[:1])
+    rng = random.Random(11)
+    xs = [[rng.randrange(R) for _ in range(K)] for _ in range(4)]
+    ja = eng.submit("cubic", K, {"x": [xs[0], xs[1]]})       # batch 1: both partitions
+    jb = eng.submit("cubic-corrupt", K, {"x": [xs[2]]})      # batch 2: with jc
+    jc = eng.submit("cubic", K, {"x": [xs[3]]})
+    eng.start()
+    ra, rb, rc = (_done(eng, j, timeout=900) for j in (ja, jb, jc))
+    eng.shutdown()
+    assert rb.status == "failed" and "does not satisfy" in rb.error
+    assert ra.status == "done" and rc.status == "done", (ra.error, rc.error)
+    assert len(ra.proof) == 2 * G.PROOF_BYTES and ra.timings["batch_sizes"] == [2]
+    expect = [[(x ** 3 + x) % R for x in row] for row in xs]
+    assert ra.public == expect[:2] and rc.public == expect[3:]
+    proofs = [ra.proof[:192], ra.proof[192:], rc.proof]
+    expect = [expect[0], expect[1], expect[3]]
+
+    _, vk = G.load_keys(str(tmp_path / "keys"), E.key_name(good.topology))
+    ic = [G1.to_affine_ints(vk.ic[..., j], projective=False) for j in range(K + 1)]
+
+    def g1(pt):
+        return (ob.FQ(pt[0]), ob.FQ(pt[1]), ob.FQ.one())
+
+    def g2(pt):
+        return (ob.FQ2(list(pt[0])), ob.FQ2(list(pt[1])), ob.FQ2.one())
+
+    alpha, beta = g1(G1.to_affine_ints(vk.alpha_g1, projective=False)), \
+        g2(G2.to_affine_ints(vk.beta_g2, projective=False))
+    gamma = g2(G2.to_affine_ints(vk.gamma_g2, projective=False))
+    delta = g2(G2.to_affine_ints(vk.delta_g2, projective=False))
+    e_ab = ob.pairing(beta, alpha)
+    for k, (ys, p) in enumerate(zip(expect, proofs)):
+        A = pc.decompress_G1(int.from_bytes(p[:48], "big"))
+        B = pc.decompress_G2((int.from_bytes(p[48:96], "big"), int.from_bytes(p[96:144], "big")))
+        Cp = pc.decompress_G1(int.from_bytes(p[144:], "big"))
+        acc = g1(ic[0])
+        for y, pt in zip(ys, ic[1:]):
+            acc = ob.add(acc, ob.multiply(g1(pt), y))
+        assert ob.pairing(B, A) == e_ab * ob.pairing(gamma, acc) * ob.pairing(delta, Cp)
+        wrong = ob.add(acc, g1(ic[1]))              # other public inputs: the check fails
+        if k == 0:
+            assert ob.pairing(B, A) != e_ab * ob.pairing(gamma, wrong) * ob.pairing(delta, Cp)

@@ -1,0 +1,10 @@
+"""``python3 -m jaxprove serve [flags]``: the proving daemon (``jaxprove.daemon``)."""
+import sys
+
+from absl import app
+
+from jaxprove import daemon
+
+if __name__ == "__main__":
+    daemon.define_flags()
+    app.run(lambda argv: sys.exit(daemon.main(argv)))

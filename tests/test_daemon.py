@@ -232,3 +232,34 @@ def test_serve_process_answers_and_stops_on_sigterm(tmp_path):
     finally:
         if proc.poll() is None:
             proc.kill()
+
+
+def test_client_script(tmp_path):
+    d, addr = start(tmp_path, ToyProver())
+    script = os.path.join(ROOT, "scripts", "client.py")
+    inputs = tmp_path / "in.json"
+    inputs.write_text(json.dumps({"values": [41, 42]}))
+
+    def run(*args):
+        p = subprocess.run([sys.executable, script, f"--address={addr}", *args], cwd=ROOT,
+                           capture_output=True, text=True, timeout=120)
+        return p.returncode, p.stdout
+
+    try:
+        rc, out = run("submit", "--kind=porep", "--sector_size=1", f"--inputs={inputs}",
+                      "--priority=HIGH")
+        assert rc == 0
+        job = out.strip()
+        rc, out = run("await", job, f"--out={tmp_path / 'p.bin'}")
+        assert rc == 0 and json.loads(out)["status"] == "done"
+        assert (tmp_path / "p.bin").read_bytes() == toy_proof("porep-t", 41) + \
+            toy_proof("porep-t", 42)
+        rc, out = run("status")
+        assert rc == 0 and json.loads(out)["jobs"]["done"] == 1
+        rc, out = run("metrics")
+        assert rc == 0 and "jaxprove_jobs_submitted_total" in out
+        rc, out = run("cancel", job)
+        assert rc == 0 and json.loads(out)["cancelled"] is False
+        assert run("await")[0] == 2
+    finally:
+        d.stop()

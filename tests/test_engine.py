@@ -407,3 +407,32 @@ def test_engine_real_groth16_proofs_of_cubic(tmp_path):
         wrong = ob.add(acc, g1(ic[1]))              # other public inputs: the check fails
         if k == 0:
             assert ob.pairing(B, A) != e_ab * ob.pairing(gamma, wrong) * ob.pairing(delta, Cp)
+
+
+def test_prove_batch_script_run_batch(tmp_path):
+    """scripts/prove_batch.py's driver over an engine: proofs written, one
+    JSON timing line per job plus a summary, a failed job named."""
+    import importlib.util
+    import io
+    import json
+    import os
+
+    path = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                        "scripts", "prove_batch.py")
+    spec = importlib.util.spec_from_file_location("prove_batch", path)
+    pb = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(pb)
+    eng = make_engine(ToyProver(), max_batch_size=2).start()
+    err = io.StringIO()
+    named = [("a", {"values": [1, 2]}), ("b", {"values": [-3]}), ("c", {"values": [4]})]
+    summary = pb.run_batch(eng, "porep", 1, named, out_dir=str(tmp_path / "out"),
+                           log_path=str(tmp_path / "log.jsonl"), stream=err)
+    eng.shutdown()
+    assert summary["done"] == 2 and summary["failed"] == ["b"] and summary["jobs"] == 3
+    assert (tmp_path / "out" / "a.proof").read_bytes() == toy_proof("porep-t", 1) + \
+        toy_proof("porep-t", 2)
+    assert not (tmp_path / "out" / "b.proof").exists()
+    lines = [json.loads(x) for x in (tmp_path / "log.jsonl").read_text().splitlines()]
+    assert [x.get("name") for x in lines] == ["a", "b", "c", None] and lines[-1]["summary"]
+    assert lines[0]["partitions"] == 2 and "queue_wait" in lines[0]["timings"]
+    assert "3/3 done, 1 failed" in err.getvalue()

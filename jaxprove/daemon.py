@@ -84,6 +84,7 @@ class DaemonConfig:
     devices: int | None = None                # use the first N local devices (None: all)
     drain_on_shutdown: bool = True
     rpc_threads: int = 32
+    max_message_bytes: int = 1 << 30          # PoRep C1 inputs are ~50–200 MB
 
     def engine_config(self) -> E.EngineConfig:
         return E.EngineConfig(max_batch_size=self.max_batch_size,
@@ -378,8 +379,10 @@ class Daemon:
 
         import grpc
         self.service.start()
+        n = self.config.max_message_bytes
         self._server = grpc.server(concurrent.futures.ThreadPoolExecutor(
-            max_workers=self.config.rpc_threads, thread_name_prefix="jaxprove-rpc"))
+            max_workers=self.config.rpc_threads, thread_name_prefix="jaxprove-rpc"),
+            options=[("grpc.max_receive_message_length", n), ("grpc.max_send_message_length", n)])
         self._server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(
             SERVICE, {v: self._handler(v) for v in VERBS}),))
         self.port = self._server.add_insecure_port(self.config.listen)
@@ -407,9 +410,12 @@ class Daemon:
 class Client:
     """A daemon client (the verbs as methods); grpc.RpcError on errors."""
 
-    def __init__(self, address: str, timeout_s: float | None = None):
+    def __init__(self, address: str, timeout_s: float | None = None,
+                 max_message_bytes: int = 1 << 30):
         import grpc
-        self._channel = grpc.insecure_channel(address)
+        n = max_message_bytes
+        self._channel = grpc.insecure_channel(address, options=[
+            ("grpc.max_receive_message_length", n), ("grpc.max_send_message_length", n)])
         self.timeout_s = timeout_s
         self._calls = {v: self._channel.unary_unary(f"/{SERVICE}/{v}", request_serializer=_encode,
                                                     response_deserializer=_decode)

@@ -46,6 +46,7 @@ from ops.field import Fr
 LIMBS = Fr.L
 MAX_LEAVES = 1 << 31
 _TOP_MASK = (1 << 30) - 1            # limb 7 of a 254-bit value
+MIN_BUCKET = 128
 
 
 # ---------------------------------------------------------------- values
@@ -89,10 +90,10 @@ def limbs(xs) -> np.ndarray:
 # ---------------------------------------------------------------- hashers
 def poseidon_hasher(groups: np.ndarray) -> np.ndarray:
     """MerkleTree-tagged Poseidon (``ops.poseidon.hash``) of groups
-    ``(N, a, 8)`` -> ``(N, 8)``.  N is padded to a power of two (one compiled
-    program per (arity, bucket))."""
+    ``(N, a, 8)`` -> ``(N, 8)``.  N is padded to a power of two ≥ 128 (one
+    compiled program per (arity, bucket); small trees share one)."""
     n = groups.shape[0]
-    m = 1 << max(n - 1, 0).bit_length()
+    m = max(MIN_BUCKET, 1 << max(n - 1, 0).bit_length())
     pad = np.zeros((m - n,) + groups.shape[1:], np.uint32)
     out = native.hash(to_fr(np.concatenate([groups, pad])))
     return from_fr(out)[:n]

@@ -6,7 +6,8 @@ written as tensor gadgets over all challenges of the partition at once.
 base-sub-top (Poseidon), tree D a binary SHA-256 tree of depth k = log2 N,
 L layers, C challenges per partition (research/filecoin-circuits.md §1;
 ``CONFIGS`` holds the production sizes and the mini circuits of
-storage-proofs-porep tests/stacked_circuit.rs).
+storage-proofs-porep tests/stacked_circuit.rs, "mini-8-0-0" etc., taken
+from ``circuits.filecoin.sizes``).
 
 **Structure** (research note §2.2), in this order:
 
@@ -65,6 +66,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from circuits.cs import ONE
+from circuits.filecoin import sizes as SZ
 from circuits.gadgets import merkle as M
 from circuits.gadgets import poseidon as P
 from circuits.gadgets import sdr
@@ -108,18 +110,17 @@ class PoRepConfig(NamedTuple):
         return self._replace(name=f"{self.name}-c{c}", challenges=c)
 
 
-CONFIGS = {c.name: c for c in [
-    PoRepConfig("2KiB", 1 << 6, 8, 0, 0, 2, 2),
-    PoRepConfig("8MiB", 1 << 18, 8, 0, 0, 2, 2),
-    PoRepConfig("512MiB", 1 << 24, 8, 0, 0, 2, 2),
-    PoRepConfig("32GiB", 1 << 30, 8, 8, 0, 11, 18),
-    PoRepConfig("64GiB", 1 << 31, 8, 8, 2, 11, 18),
-    # storage-proofs-porep tests/stacked_circuit.rs: 8 nodes per base tree, 1 challenge
-    PoRepConfig("mini-8-0-0", 8, 8, 0, 0, 2, 1),
-    PoRepConfig("mini-2-0-0", 8, 2, 0, 0, 2, 1),
-    PoRepConfig("mini-8-4-0", 32, 8, 4, 0, 2, 1),
-    PoRepConfig("mini-8-4-2", 64, 8, 4, 2, 2, 1),
-]}
+def _configs() -> dict:
+    """The production sizes and the mini circuits (``circuits.filecoin.sizes``)."""
+    out = {n: PoRepConfig(n, z.nodes, z.base, z.sub, z.top, z.porep_layers, z.porep_challenges)
+           for n, z in SZ.SIZES.items()}
+    for key, m in SZ.MINI_POREP.items():
+        out[f"mini-{key}"] = PoRepConfig(f"mini-{key}", m.nodes, m.base, m.sub, m.top, m.layers,
+                                         m.challenges)
+    return out
+
+
+CONFIGS = _configs()
 
 
 def _check_config(cfg: PoRepConfig):

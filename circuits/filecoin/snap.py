@@ -48,7 +48,17 @@ API: ``SnapShape`` / ``snap_shape(nodes, base, sub, top, h=None)``,
 ``empty_sector_update(cs, inputs, shape)`` (the circuit function),
 ``SnapInputs``, ``in_axes(shape)``, ``constraint_count(shape)``,
 ``k_and_h_select(shape, k)``, ``challenges(shape, comm_r_new, k)``,
-``record_snap(size)``; the synthetic generator ``synthetic_snap``.
+``record_snap(shape)``; the synthetic generator ``synthetic_snap``.
+
+**Synthetic inputs.**  The challenges are derived from comm_r_new, so tree R
+new (and with it tree R old and tree D, through phi and rho) must be fixed
+before the challenges are known: sparse trees cannot be used.  The
+generator uses ``synthetic.periodic_tree``: random blocks of P leaves for
+tree R old and tree D (P a level width of both, dividing the h-region),
+phi = H_c(comm_d_new, comm_r_old), rho_r = H_c(phi, r) for each of the 2^h
+regions r = c >> (cbl − h), and tree R new's blocks per region
+new = old + d·rho_r, which is vanilla's encoding at every node.  Roots cost
+O(levels × (2^h + P)) hashes at any sector size.
 """
 from __future__ import annotations
 
@@ -62,6 +72,7 @@ import numpy as np
 from circuits import cs as C
 from circuits.cs import ONE
 from circuits.filecoin import sizes as Z
+from circuits.filecoin import synthetic as Y
 from circuits.gadgets import boolean as Bo
 from circuits.gadgets import merkle as M
 from circuits.gadgets import sha_merkle as SM
@@ -70,7 +81,7 @@ from circuits.gadgets.num import NUM_BITS, Num, canonical_bits
 from circuits.gadgets.poseidon import constraint_count as poseidon_rows
 from circuits.gadgets.poseidon import poseidon_hash
 from ops import poseidon as native
-from ops.field import Fr
+from ops.field import R_FR, Fr
 
 RANDOMNESS_TAG = native.custom_tag(1)          # HashType::Custom(CType::Arbitrary(1))
 H_SELECT_BITS = 6
@@ -175,7 +186,8 @@ def _broadcast(x: Num, shape) -> Num:
     shape = tuple(shape)
     if x.var is not None:
         return Num(shape, np.broadcast_to(x.var, shape), None)
-    return Num(shape, None, jnp.broadcast_to(x.value, (Fr.L,) + shape))
+    v = x.value.reshape((Fr.L,) + (1,) * (len(shape) - len(x.shape)) + tuple(x.shape))
+    return Num(shape, None, jnp.broadcast_to(v, (Fr.L,) + shape))
 
 
 def _decompose(cs, x: Num, n: int) -> Bo.Bits:
@@ -308,3 +320,85 @@ def constraint_count(shape: SnapShape) -> int:
 def record_snap(shape: SnapShape) -> C.R1CS:
     return C.record(empty_sector_update, shape,
                     name=f"snap-{shape.nodes}-{'-'.join(map(str, shape.arities))}-h{shape.h}")
+
+
+# ---------------------------------------------------------------- public values
+def k_and_h_select(shape: SnapShape, k: int) -> int:
+    """``PublicInputs::new``: k | (2^index(h) << pbl)."""
+    if not 0 <= k < shape.partitions:
+        raise ValueError(f"k_and_h_select: partition {k} outside [0, {shape.partitions})")
+    return k | (1 << shape.hs.index(shape.h)) << shape.pbl
+
+
+def _hash_c(a, b) -> np.ndarray:
+    """H_c of limbs a, b (N, 8) -> (N, 8)."""
+    return Y.poseidon_hasher(np.stack([a, b], 1), RANDOMNESS_TAG)
+
+
+def challenges(shape: SnapShape, comm_r_new: int, k: int) -> np.ndarray:
+    """challenges.rs ``Challenges::new(sector_nodes, comm_r_new, k)``: the
+    K challenged nodes (int64) of partition k."""
+    D, bpc, cpd = shape.digests, shape.bits_per_challenge, shape.challenges_per_digest
+    digests = Y.ints(_hash_c(Y.limbs([comm_r_new] * D), Y.limbs([k * D + j for j in range(D)])))
+    return np.asarray([(int(digests[i // cpd]) >> (i % cpd * bpc)) % (1 << bpc) | k << bpc
+                       for i in range(shape.challenges)], np.int64)
+
+
+class SnapCase(NamedTuple):
+    """A synthetic partition: the witness inputs, the public inputs
+    [k_and_h_select, comm_r_old, comm_d_new, comm_r_new], the challenges and
+    the host values (ints) they come from."""
+    inputs: SnapInputs
+    public: list
+    k: int
+    challenges: np.ndarray
+    comm_c: int
+    root_r_old: int
+    root_r_new: int
+    trees: tuple            # (tree R old, tree D new, tree R new) PeriodicTrees
+
+
+def _period(shape: SnapShape, limit: int = 64) -> int:
+    """The block length: the largest tree R level width ≤ limit dividing
+    the h-region (tree D's widths are all powers of two)."""
+    region = shape.nodes >> shape.h
+    widths = [math.prod(shape.arities[:lv]) for lv in range(len(shape.arities) + 1)]
+    return max(w for w in widths if w <= min(limit, region) and region % w == 0)
+
+
+def synthetic_snap(shape: SnapShape, seed: int, k: int = 0) -> SnapCase:
+    """A satisfying partition k of ``shape``, deterministic from ``seed``
+    (see the module docstring)."""
+    rng = np.random.default_rng(seed)
+    P, n, cbl = _period(shape), shape.nodes, shape.cbl
+    old_block, d_block = Y.random_fr(rng, (1, P)), Y.random_fr(rng, (1, P))
+    comm_c = Y.random_fr(rng, (1,))
+    tree_old = Y.periodic_tree(shape.arities, old_block, n, Y.poseidon_hasher)
+    tree_d = Y.periodic_tree((2,) * cbl, d_block, n, Y.sha256_hasher)
+    comm_r_old = Y.poseidon_hasher(np.stack([comm_c, tree_old.root[None]], 1))
+    comm_d = tree_d.root[None]
+    phi = _hash_c(comm_d, comm_r_old)
+    regions = 1 << shape.h
+    rho = Y.ints(_hash_c(np.repeat(phi, regions, 0), Y.limbs(list(range(regions)))))
+    old_i, d_i = Y.ints(old_block[0]), Y.ints(d_block[0])
+    new_block = Y.limbs([[(int(o) + int(d) * int(r)) % R_FR for o, d in zip(old_i, d_i)]
+                         for r in rho])
+    tree_new = Y.periodic_tree(shape.arities, new_block, n >> shape.h, Y.poseidon_hasher)
+    comm_r_new = Y.poseidon_hasher(np.stack([comm_c, tree_new.root[None]], 1))
+    ints = lambda v: int(Y.ints(v.reshape(-1, Y.LIMBS)[0]))          # noqa: E731
+    c = challenges(shape, ints(comm_r_new), k)
+    p_old, p_new, p_d = (Y.periodic_paths(t, c[None]) for t in (tree_old, tree_new, tree_d))
+    hl, A = shape.hl, shape.apex_leaves
+    apex = Y.periodic_node(tree_d, hl, k * A + np.arange(A))
+    khs = k_and_h_select(shape, k)
+    scalar = lambda v: Y.to_fr(v.reshape(Y.LIMBS))                    # noqa: E731
+    inputs = SnapInputs(
+        jnp.asarray(Fr.from_int(khs)), scalar(comm_r_old), scalar(comm_d), scalar(comm_r_new),
+        scalar(comm_c), scalar(tree_old.root), scalar(tree_new.root), Y.to_fr(apex),
+        tuple(Y.to_fr(s[0, 0]) for s in p_d.siblings[hl + shape.abl:]),
+        Y.to_fr(p_old.leaves[0]), Y.to_fr(p_d.leaves[0]),
+        tuple(Y.to_fr(s[0]) for s in p_old.siblings), tuple(Y.to_fr(s[0]) for s in p_new.siblings),
+        tuple(Y.to_fr(s[0]) for s in p_d.siblings[:hl]))
+    public = [khs, ints(comm_r_old), ints(comm_d), ints(comm_r_new)]
+    return SnapCase(inputs, public, k, c, ints(comm_c), ints(tree_old.root),
+                    ints(tree_new.root), (tree_old, tree_d, tree_new))

@@ -25,7 +25,20 @@ integers).  Hashers map groups ``(N, a, 8)`` to parents ``(N, 8)``:
 ``sha256_hasher`` (``hash2`` with ``trim_to_fr32``, tree D).  Everything is a
 function of the seed: pass ``np.random.default_rng(seed)``.
 
+**Periodic trees** (``periodic_tree``) are the other construction, for
+proofs whose challenges are derived from the roots (SnapDeals: the
+challenges come from comm_r_new, so tree R new must be fixed before they
+are known).  Leaf i is ``blocks[i // region][i % period]``: a block of
+``period`` leaves repeated, possibly different per region of ``region``
+leaves.  Nodes whose subtrees hold the same leaves are equal, so a level
+has few distinct nodes (keys: (region, offset in the block), (region,
+whole blocks), or the node itself where a subtree straddles regions) and
+the root costs O(levels × (regions + period)) hashes; ``periodic_paths``
+opens any leaves, ``periodic_node`` reads any node.
+
 API: ``sparse_tree(arities, index, hasher, rng, leaves=None) -> SparsePaths``,
+``periodic_tree(arities, blocks, region, hasher) -> PeriodicTree``,
+``periodic_paths(tree, index) -> SparsePaths``, ``periodic_node``,
 ``merkle_path(paths) -> circuits.gadgets.merkle.MerklePath``, ``random_fr``,
 ``to_fr``, ``from_fr``, ``ints``, ``limbs``, ``poseidon_hasher``,
 ``sha256_hasher``.
@@ -88,14 +101,14 @@ def limbs(xs) -> np.ndarray:
 
 
 # ---------------------------------------------------------------- hashers
-def poseidon_hasher(groups: np.ndarray) -> np.ndarray:
-    """MerkleTree-tagged Poseidon (``ops.poseidon.hash``) of groups
-    ``(N, a, 8)`` -> ``(N, 8)``.  N is padded to a power of two ≥ 128 (one
-    compiled program per (arity, bucket); small trees share one)."""
+def poseidon_hasher(groups: np.ndarray, tag: int | None = None) -> np.ndarray:
+    """Poseidon (``ops.poseidon.hash``; the MerkleTree tag unless ``tag``)
+    of groups ``(N, a, 8)`` -> ``(N, 8)``.  N is padded to a power of two
+    ≥ 128 (one compiled program per (arity, bucket); small trees share one)."""
     n = groups.shape[0]
     m = max(MIN_BUCKET, 1 << max(n - 1, 0).bit_length())
     pad = np.zeros((m - n,) + groups.shape[1:], np.uint32)
-    out = native.hash(to_fr(np.concatenate([groups, pad])))
+    out = native.hash(to_fr(np.concatenate([groups, pad])), tag)
     return from_fr(out)[:n]
 
 
@@ -192,3 +205,90 @@ def merkle_path(paths: SparsePaths) -> MerklePath:
     Montgomery Fr (8, *T, K, a − 1) per level."""
     return MerklePath(jnp.asarray(paths.index.astype(np.uint32)),
                       tuple(to_fr(s) for s in paths.siblings))
+
+
+# ---------------------------------------------------------------- periodic trees
+class PeriodicTree(NamedTuple):
+    """A tree whose leaf i is blocks[i // region][i % period] (see the
+    module docstring): per level, leaves first, a dict key -> row of
+    ``values`` (uint32 (n_keys, 8)); ``widths`` the leaves under a node of
+    each level."""
+    arities: tuple
+    widths: tuple
+    period: int
+    region: int
+    keys: tuple
+    values: tuple
+
+    @property
+    def root(self) -> np.ndarray:
+        return self.values[-1][0]
+
+
+def _node_key(width: int, j: int, period: int, region: int) -> tuple:
+    start = j * width
+    if period % width == 0:
+        return (start // region, start % period)
+    if start // region == (start + width - 1) // region:
+        return (start // region, -1)
+    return (-1, j)
+
+
+def periodic_tree(arities, blocks, region: int, hasher: Callable) -> PeriodicTree:
+    """Build the distinct nodes of the tree of level ``arities`` over the
+    leaves ``blocks[i // region][i % period]`` (``blocks`` uint32 limbs
+    (n / region, period, 8)); ``period`` must be the width of some level
+    and divide ``region``.  One batched hash call per level."""
+    arities = tuple(int(a) for a in arities)
+    blocks = np.asarray(blocks, np.uint32)
+    n = math.prod(arities)
+    widths = tuple(math.prod(arities[:l]) for l in range(len(arities) + 1))
+    regions, period = blocks.shape[:2]
+    if (period not in widths or region % period or region * regions != n
+            or blocks.shape[2:] != (LIMBS,)):
+        raise ValueError(f"periodic_tree: blocks {blocks.shape} with regions of {region} do not "
+                         f"tile {n} leaves at a level width ({widths})")
+    # top-down: the distinct keys of each level with one representative node
+    reps = [dict() for _ in widths]
+    reps[-1][_node_key(n, 0, period, region)] = 0
+    for lv in range(len(arities), 0, -1):
+        a = arities[lv - 1]
+        for j in reps[lv].values():
+            for p in range(a):
+                c = j * a + p
+                reps[lv - 1].setdefault(_node_key(widths[lv - 1], c, period, region), c)
+    keys = [{k: i for i, k in enumerate(r)} for r in reps]
+    leaf = np.asarray([blocks[k[0], k[1]] for k in reps[0]], np.uint32)
+    values = [leaf]
+    for lv in range(1, len(widths)):
+        a = arities[lv - 1]
+        rows = [[keys[lv - 1][_node_key(widths[lv - 1], j * a + p, period, region)]
+                 for p in range(a)] for j in reps[lv].values()]
+        values.append(hasher(values[-1][np.asarray(rows)]))
+    return PeriodicTree(arities, widths, period, region, tuple(keys), tuple(values))
+
+
+def periodic_node(tree: PeriodicTree, level: int, j) -> np.ndarray:
+    """Node values at ``level`` (0: leaves) of indices j (…) -> (…, 8)."""
+    j = np.asarray(j, np.int64)
+    w = tree.widths[level]
+    rows = np.vectorize(lambda x: tree.keys[level][_node_key(w, int(x), tree.period,
+                                                             tree.region)],
+                        otypes=[np.int64])(j) if j.size else np.zeros(j.shape, np.int64)
+    return tree.values[level][rows]
+
+
+def periodic_paths(tree: PeriodicTree, index) -> SparsePaths:
+    """The inclusion paths of leaves ``index`` (*T, K) (same layout as
+    ``sparse_tree``'s, the root broadcast to (*T, 8))."""
+    index = np.asarray(index, np.int64)
+    if index.size and (index.min() < 0 or index.max() >= tree.widths[-1]):
+        raise ValueError(f"periodic_paths: a challenged index lies outside [0, {tree.widths[-1]})")
+    sibs, j = [], index
+    for lv, a in enumerate(tree.arities):
+        pos = j % a
+        others = np.asarray([[q for q in range(a) if q != p] for p in range(a)])
+        sibs.append(periodic_node(tree, lv, (j - pos)[..., None] + others[pos]))
+        j = j // a
+    root = np.broadcast_to(tree.root, index.shape[:-1] + (LIMBS,))
+    return SparsePaths(index, periodic_node(tree, 0, index), tuple(sibs), np.array(root))

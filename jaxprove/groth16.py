@@ -26,11 +26,12 @@ e(A, B)·e(−α, β)·e(−IC, γ)·e(−C, δ).
 
 Points in keys and proofs are affine device arrays (``ops.curve`` layouts,
 the identity as (0, 0)); a batch of proofs has a leading batch shape after
-the coordinate prefix.  The setup's QAP evaluation runs on the host with
-Python integers (O(nnz)); its point multiplications run on the device.
+the coordinate prefix.  The whole setup runs on the device except the
+transposition of the sparse matrices (host numpy).
 """
 from __future__ import annotations
 
+import functools
 import logging
 import random
 import secrets
@@ -46,6 +47,7 @@ from ops import encoding
 from ops import msm as M
 from ops import ntt as N
 from ops import pairing as PA
+from ops import spmv
 from ops.curve import G1, G2
 from ops.field import Fq, Fr
 from ops.fq12 import Fq12
@@ -95,57 +97,78 @@ def domain_log(rows: int) -> int:
 
 
 # ------------------------------------------------------------------ setup
-def _lagrange_at(tau: int, log_m: int, rows: int) -> list[int]:
-    """ℓ_i(τ) for i < rows over the domain of size m = 2^log_m."""
+def _transpose(csr, n_vars: int):
+    """Mᵀ in CSR form (indptr, cols, coeff_ids): row j lists the rows of M
+    where variable j occurs, in row order (host numpy, O(nnz log nnz))."""
+    indptr = np.asarray(csr.indptr, np.int64)
+    cols = np.asarray(csr.cols, np.int64)
+    rows = np.repeat(np.arange(len(indptr) - 1, dtype=np.int64), np.diff(indptr))
+    order = np.argsort(cols, kind="stable")
+    t_indptr = np.zeros(n_vars + 1, np.int64)
+    np.cumsum(np.bincount(cols, minlength=n_vars), out=t_indptr[1:])
+    return t_indptr, rows[order], np.asarray(csr.coeff_ids)[order]
+
+
+def lagrange_at(tau: int, log_m: int, rows: int) -> jnp.ndarray:
+    """ℓ_i(τ) = (τ^m − 1)/m · ω^i/(τ − ω^i) for i < rows over the domain of
+    size m = 2^log_m, as Fr ``(8, rows)`` on the device (one batch inversion)."""
     m = 1 << log_m
-    w = N.root_of_unity(log_m)
     zt = (pow(tau, m, R) - 1) % R
     if zt == 0:
         raise ValueError("τ lies in the evaluation domain; draw again")
-    pts, x = [], 1
-    for _ in range(rows):
-        pts.append(x)
-        x = x * w % R
-    dens = [(tau - p) % R for p in pts]
-    # batch inversion (Montgomery's trick)
-    pref, acc = [], 1
-    for d in dens:
-        pref.append(acc)
-        acc = acc * d % R
-    inv = pow(acc, -1, R)
-    invs = [0] * rows
-    for i in range(rows - 1, -1, -1):
-        invs[i] = pref[i] * inv % R
-        inv = inv * dens[i] % R
-    scale = zt * pow(m, -1, R) % R
-    return [scale * p % R * iv % R for p, iv in zip(pts, invs)]
+    pts = N._powers(N.root_of_unity(log_m), rows)
+    inv = Fr.batch_inv(Fr.sub(Fr.constant(tau, (rows,)), pts))
+    return Fr.mul(Fr.mul(pts, inv), Fr.constant(zt * pow(m, -1, R) % R, (rows,)))
 
 
-def _transpose_eval(csr, coeffs, ell: list[int], n_vars: int) -> np.ndarray:
-    """Mᵀ·ℓ: for every variable j, Σ_i M[i][j]·ℓ_i (Python ints)."""
-    rows = np.repeat(np.arange(len(csr.indptr) - 1), np.diff(csr.indptr))
-    ell = np.array(ell + [0], dtype=object)
-    coef = np.array(list(coeffs) + [0], dtype=object)
-    terms = coef[np.asarray(csr.coeff_ids)] * ell[rows]
-    out = np.zeros(n_vars, dtype=object)
-    np.add.at(out, np.asarray(csr.cols), terms)
-    return out % R
+def qap_at(r1cs, tau: int, log_m: int):
+    """(u(τ), v(τ), w(τ)): for every variable j, Σ_i M[i][j]·ℓ_i(τ) for M =
+    A, B, C, each Fr ``(8, n_vars)`` on the device: the transposed matrices
+    are planned on the host and multiplied by ℓ(τ) with ``ops.spmv``."""
+    n_vars = r1cs.num_inputs + r1cs.num_aux
+    rows = r1cs.num_constraints + r1cs.num_inputs
+    ell = spmv.element_major(lagrange_at(tau, log_m, rows)[:, None, :])      # (rows, 1, 8)
+    coeffs = list(r1cs.coeffs)
+    classes = spmv.coefficient_classes(coeffs)
+    table = jnp.asarray(Fr.from_int(coeffs) if coeffs else np.zeros((Fr.L, 0), np.uint32))
+    out = []
+    for csr in (r1cs.a, r1cs.b, r1cs.c):
+        mt = jax.tree.map(jnp.asarray, spmv.block(*_transpose(csr, n_vars), classes, rows))
+        out.append(_spmv(mt, table, ell)[:, 0, :])
+    return tuple(out)
 
 
-def _mul_points(curve, scalars: list[int], window: int | None = None):
-    """Affine s_i·G for host scalars (device fixed-base multiplication; 8-bit
-    windows on a GPU, 4-bit on the CPU where building the table dominates)."""
-    window = window or (8 if jax.default_backend() == "gpu" else 4)
-    s = jnp.asarray(Fr.from_int(np.array(scalars, dtype=object)))
+_spmv = jax.jit(spmv.spmv)
+
+
+@functools.partial(jax.jit, static_argnums=(0, 2))
+def _fixed_base_chunk(curve, s, window: int):
     return curve.to_affine(curve.fixed_base_mul(curve.generator_affine(), s, window=window))
 
 
-def setup(r1cs, seed: int | None = None, progress=None):
+def fixed_base_points(curve, s, chunk: int | None = None):
+    """Affine s_i·G for Fr scalars ``(8, n)`` on the device, in chunks of a
+    fixed size (one compiled program, device memory bounded by the chunk:
+    2^20 points on a GPU by default).  8-bit windows on a GPU, 4-bit on the
+    CPU, where building the table dominates.  Returns ``(2, *fp, n)``."""
+    gpu = jax.default_backend() == "gpu"
+    window = 8 if gpu else 4
+    n = s.shape[-1]
+    chunk = min(chunk or (1 << 20 if gpu else 1 << 12), 1 << max(n - 1, 0).bit_length())
+    n_pad = -(-n // chunk) * chunk
+    s = jnp.pad(s, ((0, 0), (0, n_pad - n)))
+    parts = [_fixed_base_chunk(curve, s[:, i:i + chunk], window) for i in range(0, n_pad, chunk)]
+    return jnp.concatenate(parts, axis=-1)[..., :n]
+
+
+def setup(r1cs, seed: int | None = None, progress=None, chunk: int | None = None):
     """Proving and verifying keys for an ``R1CS`` (``circuits.cs``).
 
     Toxic waste from the CSPRNG unless ``seed`` is given (tests only: a
-    seeded setup is insecure).  ``progress(stage, seconds)`` is called after
-    each stage.  Returns (ProvingKey, VerifyingKey)."""
+    seeded setup is insecure).  The QAP evaluation at τ (``qap_at``) and all
+    point multiplications (``fixed_base_points``, ``chunk`` points at a time)
+    run on the device.  ``progress(stage, seconds)`` is called after each
+    stage.  Returns (ProvingKey, VerifyingKey)."""
     rng = _rng(seed)
     t0 = time.perf_counter()
     report = progress or (lambda stage, s: log.info("setup: %s (%.2f s)", stage, s))
@@ -158,24 +181,22 @@ def setup(r1cs, seed: int | None = None, progress=None):
         if pow(tau, m, R) != 1:
             break
     alpha, beta, gamma, delta = (_nonzero(rng) for _ in range(4))
-    ell = _lagrange_at(tau, log_m, rows)
-    u, v, w = (_transpose_eval(x, r1cs.coeffs, ell, n_vars) for x in (r1cs.a, r1cs.b, r1cs.c))
+    u, v, w = jax.block_until_ready(qap_at(r1cs, tau, log_m))
     report("qap", time.perf_counter() - t0)
-    comb = (beta * u + alpha * v + w) % R
-    gi, di = pow(gamma, -1, R), pow(delta, -1, R)
-    ic = [int(x) * gi % R for x in comb[:n_in]]
-    lq = [int(x) * di % R for x in comb[n_in:]]
-    zt_d = (pow(tau, m, R) - 1) * di % R
-    hq, t = [], 1
-    for _ in range(m - 1):
-        hq.append(t * zt_d % R)
-        t = t * tau % R
-    g1_scalars = ([int(x) for x in u] + [int(x) for x in v] + lq + hq + ic
-                  + [alpha, beta, delta])
-    g1 = _mul_points(G1, g1_scalars)
-    g2 = _mul_points(G2, [int(x) for x in v] + [beta, gamma, delta])
-    jax.block_until_ready((g1, g2))
-    report("points", time.perf_counter() - t0)
+    comb = Fr.add(Fr.add(Fr.mul(u, Fr.constant(beta, (n_vars,))),
+                         Fr.mul(v, Fr.constant(alpha, (n_vars,)))), w)
+    ic = Fr.mul(comb[:, :n_in], Fr.constant(pow(gamma, -1, R), (n_in,)))
+    lq = Fr.mul(comb[:, n_in:], Fr.constant(pow(delta, -1, R), (n_vars - n_in,)))
+    zt_d = (pow(tau, m, R) - 1) * pow(delta, -1, R) % R
+    hq = Fr.mul(N._powers(tau, m - 1), Fr.constant(zt_d, (m - 1,)))
+    consts = jnp.asarray(Fr.from_int([alpha, beta, delta]))
+    g1 = fixed_base_points(G1, jnp.concatenate([u, v, lq, hq, ic, consts], axis=1), chunk)
+    jax.block_until_ready(g1)
+    report("g1 points", time.perf_counter() - t0)
+    consts2 = jnp.asarray(Fr.from_int([beta, gamma, delta]))
+    g2 = fixed_base_points(G2, jnp.concatenate([v, consts2], axis=1), chunk)
+    jax.block_until_ready(g2)
+    report("g2 points", time.perf_counter() - t0)
     o = np.cumsum([0, n_vars, n_vars, r1cs.num_aux, m - 1, n_in])
     pk = ProvingKey(alpha_g1=g1[..., o[5]], beta_g1=g1[..., o[5] + 1], beta_g2=g2[..., n_vars],
                     delta_g1=g1[..., o[5] + 2], delta_g2=g2[..., n_vars + 2],

@@ -139,3 +139,32 @@ def test_verify_batch(circuit):
     bad = proof._replace(c=proof.c[..., ::-1])
     assert not G.verify_batch(vk, ys, bad)
     assert not G.verify_batch(vk, [ys[1], ys[0]], proof)
+
+
+def test_qap_at_equals_lagrange_interpolation(circuit):
+    """u_j(τ) = Σ_i A[i][j]·ℓ_i(τ) with ℓ_i(τ) = Π_{k≠i}(τ − ω^k)/(ω^i − ω^k)
+    evaluated directly in Python integers (the device uses the barycentric
+    form, a batch inversion and a transposed SpMV)."""
+    r1cs = circuit[0]
+    rows = r1cs.num_constraints + r1cs.num_inputs
+    log_m = G.domain_log(rows)
+    m = 1 << log_m
+    w = pow(7, (R - 1) >> log_m, R)          # the domain's ω (7 generates Fr*, as ops.ntt)
+    pts = [pow(w, i, R) for i in range(m)]
+    tau = 123456789
+    ell = []
+    for i in range(rows):
+        num = den = 1
+        for k in range(m):
+            if k != i:
+                num = num * (tau - pts[k]) % R
+                den = den * (pts[i] - pts[k]) % R
+        ell.append(num * pow(den, -1, R) % R)
+    got = G.qap_at(r1cs, tau, log_m)
+    n_vars = r1cs.num_inputs + r1cs.num_aux
+    for mat, dev in zip((r1cs.a, r1cs.b, r1cs.c), got):
+        want = [0] * n_vars
+        for i in range(rows):
+            for k in range(mat.indptr[i], mat.indptr[i + 1]):
+                want[mat.cols[k]] = (want[mat.cols[k]] + r1cs.coeffs[mat.coeff_ids[k]] * ell[i]) % R
+        assert [int(x) for x in Fr.to_int(np.asarray(dev))] == want

@@ -1,0 +1,164 @@
+"""Groth16 end-to-end benchmark (issue 5): full proofs with the stage breakdown.
+
+For each size 2^k (``--sizes``) one circuit with at most 2^k R1CS rows is
+recorded, extracted (PCE), set up on the device, its witness computed by the
+jitted witness function, and proved ``--reps`` times after a warm-up with keys
+and matrices resident on the device; the first proof's extra time over the
+median is reported as compile time.  The last proof is verified with our
+pairing (``verified``).  Circuits (``--circuit``):
+
+* ``sha256``: n free 512-bit blocks hashed by bellperson's SHA-256 compression
+  (26,352 rows each), block 0's digest packed into 2 public inputs.  Almost
+  every witness value is a bit, as in Filecoin's circuits, so the A, B and L
+  MSMs see 0/1 scalars (skipped zero digits) and only H is a full MSM;
+* ``dense``: n secret x_i with x_i², x_i³ (2 rows each): every witness value
+  uniformly random, the worst case for the MSMs (A, B_G1, B_G2 and L full).
+
+One JSON record per size (bench/common.py fields) with the rows, domain,
+variables, seconds for record / extract / setup / witness, the proof's
+per-stage medians (spmv, ntt, msm_a, msm_b_g1, msm_b_g2, msm_l, msm_h,
+combine) and total median/min/max, and the device's peak bytes in use.
+
+    python -m bench.groth16 --sizes 16,20 --out bench/results/groth16_h200.jsonl
+    python -m bench.groth16 --sizes 24 --out bench/results/groth16_h200.jsonl
+
+Goals (issue 5): 2^20 constraints <= 0.25 s and 2^24 <= 1.5 s per proof with
+keys resident on the H200.  Anchor (research/perf-anchors.md): cuzk's 32GiB
+PoRep partition (2^27) ~3.7 s of GPU time per partition on an RTX 5070 Ti.
+"""
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from bench.common import argv_command, emit, environment, peak_memory_bytes
+from circuits import cs as C
+from circuits.gadgets import boolean as Bo
+from circuits.gadgets import multipack as MP
+from circuits.gadgets import sha256 as S
+from circuits.gadgets.num import Num
+from jaxprove import groth16 as G
+from jaxprove import pce
+from ops.field import Fr
+
+GOALS = {20: 0.25, 24: 1.5}
+SHA_ROWS = 512 + 25_840          # alloc_bits of one block + one compression
+
+
+def sha_blocks(cs, bits, n):
+    """n free blocks compressed; block 0's digest public. bits: uint32 (n, 512)."""
+    x = Bo.alloc_bits(cs, (n, 512), None if cs.recording else (lambda: bits))
+    d = S.block_no_padding(cs, x)
+    MP.pack_into_inputs(cs, d[0])
+
+
+def dense(cs, x, n):
+    """x_i, x_i², x_i³ for n secret x_i (all aux). x: Fr (8, n)."""
+    xs = Num.alloc(cs, (n,), None if cs.recording else (lambda: x))
+    xs.square(cs).mul(cs, xs)
+
+
+def circuit_for(kind: str, log_rows: int):
+    """(circuit fn, static n, random input builder) with rows <= 2^log_rows."""
+    budget = 1 << log_rows
+    if kind == "sha256":
+        n = max(1, (budget - 3) // SHA_ROWS)
+
+        def inputs(key):
+            return jax.random.bernoulli(key, 0.5, (1, n, 512)).astype(jnp.uint32)
+        return sha_blocks, n, inputs
+    n = max(1, (budget - 1) // 2)
+
+    def inputs(key):
+        x = jax.random.bits(key, (8, 1, n), jnp.uint32)
+        return x.at[7].set(x[7] & jnp.uint32(0x0FFFFFFF))      # < r: a valid Montgomery form
+    return dense, n, inputs
+
+
+def _say(msg):
+    print(f"[{time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
+
+
+def run(kind: str, log_rows: int, reps: int, env: dict, out: str | None):
+    fn, n, inputs = circuit_for(kind, log_rows)
+    _say(f"{kind} 2^{log_rows}: recording n={n}")
+    rec = {"case": f"groth16.{kind}", "log_rows_max": log_rows, "n": n, "command": argv_command(),
+           "goal_s": GOALS.get(log_rows), **env}
+    t = time.perf_counter()
+    r1cs = C.record(fn, n, name=f"bench_{kind}")
+    rec["record_s"] = time.perf_counter() - t
+    _say(f"recorded in {rec['record_s']:.1f} s; extracting")
+    t = time.perf_counter()
+    m = pce.extract(r1cs)
+    jax.block_until_ready(m)
+    rec["extract_s"] = time.perf_counter() - t
+    rec.update(rows=m.rows, domain_log=G.domain_log(m.rows), num_vars=m.num_vars,
+               num_inputs=m.num_inputs, nnz=list(m.nnz))
+    stages = {}
+    _say(f"extracted in {rec['extract_s']:.1f} s; setup of {m.rows} rows")
+
+    def progress(stage, sec):
+        stages[stage] = round(sec, 3)
+        _say(f"setup: {stage} at {sec:.1f} s")
+
+    t = time.perf_counter()
+    pk, vk = G.setup(r1cs, progress=progress)
+    jax.block_until_ready(pk)
+    rec["setup_s"] = time.perf_counter() - t
+    rec["setup_stages_cumulative_s"] = stages
+    del r1cs
+    x = inputs(jax.random.PRNGKey(log_rows))
+    wf = C.witness_fn(fn, n, in_axes=1 if kind == "dense" else 0)
+    t = time.perf_counter()
+    w = jax.block_until_ready(wf(x)[0])
+    rec["witness_first_s"] = time.perf_counter() - t
+    t = time.perf_counter()
+    w = jax.block_until_ready(wf(x)[0])
+    rec["witness_s"] = time.perf_counter() - t
+    _say(f"witness {rec['witness_s']:.3f} s; first proof (compiles)")
+    t = time.perf_counter()
+    G.prove(pk, m, w)
+    first = time.perf_counter() - t
+    _say(f"first proof {first:.1f} s; timing {reps}")
+    totals, per_stage = [], {}
+    for _ in range(reps):
+        proof, times = G.prove(pk, m, w)
+        totals.append(times["total"])
+        for k, v in times.items():
+            per_stage.setdefault(k, []).append(v)
+    med = statistics.median(totals)
+    rec.update(median_s=med, min_s=min(totals), max_s=max(totals), reps=reps,
+               compile_s=max(first - med, 0.0),
+               stages_median_s={k: statistics.median(v) for k, v in per_stage.items()})
+    pub = Fr.to_int(np.asarray(w[:, :, 1:m.num_inputs]))
+    rec["verified"] = bool(np.all(np.asarray(G.verify(vk, [[int(v) for v in row] for row in pub],
+                                                      proof))))
+    rec["peak_bytes"] = peak_memory_bytes()
+    emit(rec, out)
+    return rec
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--sizes", default="16,20", help="log2 of the most R1CS rows, comma-separated")
+    ap.add_argument("--circuit", choices=["sha256", "dense"], default="sha256")
+    ap.add_argument("--reps", type=int, default=5)
+    ap.add_argument("--out", default=None, help="append JSON records here")
+    ap.add_argument("--cache", action="store_true", help="persistent compilation cache")
+    a = ap.parse_args()
+    if a.cache:
+        from jaxprove.cache import enable_compilation_cache
+        enable_compilation_cache()
+    env = environment()
+    for k in [int(s) for s in a.sizes.split(",") if s]:
+        run(a.circuit, k, a.reps, env, a.out)
+
+
+if __name__ == "__main__":
+    main()

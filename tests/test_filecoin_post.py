@@ -26,6 +26,7 @@ import pytest
 
 from circuits import cs as C
 from circuits.filecoin import post as P
+from circuits.filecoin import snap as SN
 from circuits.filecoin import sizes as Z
 from circuits.filecoin import synthetic as Y
 from circuits.gadgets.sha_merkle import hash2_native
@@ -269,3 +270,135 @@ def test_post_bad_input():
         C.record(P.fallback_post, m.tree_r_arities, 0, 5)
     with pytest.raises(ValueError, match="randomness"):
         P.leaf_challenge(b"short", 1, 0, 64)
+
+
+# ---------------------------------------------------------------- periodic trees
+def test_periodic_tree():
+    """A 64-leaf binary SHA tree with period 8 and two regions equals the
+    hashlib tree over its explicit leaves, node by node; paths ascend to the
+    root; bad tilings are refused."""
+    from circuits.gadgets.sha_merkle import tree_layers_native
+    rng = np.random.default_rng(8)
+    blocks = Y.random_fr(rng, (2, 8))
+    tree = Y.periodic_tree((2,) * 6, blocks, 32, Y.sha256_hasher)
+    layers = tree_layers_native([int(Y.ints(blocks[i // 32][i % 8])) for i in range(64)])
+    for lv, layer in enumerate(layers):
+        assert list(Y.ints(Y.periodic_node(tree, lv, np.arange(len(layer))))) == layer
+    sp = Y.periodic_paths(tree, np.asarray([[3, 40, 63]]))
+    for k, c in enumerate((3, 40, 63)):
+        sibs = [Y.ints(s[0, k]) for s in sp.siblings]
+        assert ref_root(layers[0][c], c, sibs, (2,) * 6, lambda x: hash2_native(*x)) == \
+            layers[-1][0]
+    with pytest.raises(ValueError, match="tile"):
+        Y.periodic_tree((2,) * 6, Y.random_fr(rng, (2, 3)), 32, Y.sha256_hasher)
+
+
+# ---------------------------------------------------------------- SnapDeals
+RANDOMNESS_TAG = 1 << 40          # HashType::Custom(Arbitrary(1)), research note §2.4
+
+
+def test_snap_counts_mini():
+    """storage-proofs-update tests/circuit.rs [T]: 32 nodes (8-4-0), 4 public
+    inputs; the note's formula at every size (32 GiB [T])."""
+    shape = SN.snap_shape(32, 8, 4, 0)
+    r1cs = SN.record_snap(shape)
+    assert (r1cs.num_constraints, r1cs.num_inputs) == (1248389, 5)
+    for nodes, want in ((64, 1705039), (128, 2165109), (256, 2620359), (512, 6300021),
+                        (1024, 6760091)):
+        assert SN.constraint_count(SN.snap_shape(nodes, *Z.MINI_SNAP[nodes])) == want
+    for size, want in (("2KiB", 1705039), ("8MiB", 10007503), ("512MiB", 57450479),
+                       ("32GiB", 81049499), ("64GiB", 85006101)):
+        assert SN.constraint_count(SN.size_shape(size)) == want, size
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("nodes, want", [(64, (1705039, 1703569)), (512, (6300021, None))])
+def test_snap_counts_recorded(nodes, want):
+    """2 KiB (aux 1,703,569 in the note) and 512 nodes (8-8-0, two
+    partitions: the partition path) recorded."""
+    r1cs = SN.record_snap(SN.snap_shape(nodes, *Z.MINI_SNAP[nodes]))
+    assert (r1cs.num_constraints, r1cs.num_inputs) == (want[0], 5)
+    if want[1] is not None:
+        assert r1cs.num_aux == want[1]
+
+
+def ref_snap_challenges(shape, comm_r_new, k):
+    """challenges.rs with the Python-integer Poseidon."""
+    cbl, pbl = shape.nodes.bit_length() - 1, shape.partitions.bit_length() - 1
+    bpc = cbl - pbl
+    cpd = 254 // bpc
+    d = -(-shape.challenges // cpd)
+    out = []
+    for i in range(shape.challenges):
+        dig = ref_poseidon([comm_r_new, k * d + i // cpd], RANDOMNESS_TAG)
+        out.append((dig >> (i % cpd * bpc)) % (1 << bpc) | k << bpc)
+    return out
+
+
+@pytest.mark.parametrize("nodes, k", [(64, 0), (512, 1)])
+def test_snap_synthetic_host(nodes, k):
+    """The synthetic SnapDeals partition against an independent computation:
+    comm_r = H(comm_c, root) for old and new, the challenges from comm_r_new,
+    k_and_h_select, every opened tree R / tree D path ascends to its root,
+    the apex leaves hash to the partition's node, and each new leaf is
+    old + d·rho with rho = H_c(H_c(comm_d_new, comm_r_old), c >> (cbl − h))."""
+    shape = SN.snap_shape(nodes, *Z.MINI_SNAP[nodes])
+    case = SN.synthetic_snap(shape, seed=4, k=k)
+    khs, comm_r_old, comm_d_new, comm_r_new = case.public
+    h_index = shape.hs.index(shape.h)
+    pbl = shape.partitions.bit_length() - 1
+    assert khs == k + (1 << (pbl + h_index))
+    assert comm_r_old == ref_poseidon([case.comm_c, case.root_r_old])
+    assert comm_r_new == ref_poseidon([case.comm_c, case.root_r_new])
+    assert list(case.challenges) == ref_snap_challenges(shape, comm_r_new, k)
+    cbl = nodes.bit_length() - 1
+    assert all(c >> (cbl - pbl) == k for c in case.challenges)
+    inp = case.inputs
+    val = lambda a: Fr.to_int(np.asarray(a))                       # noqa: E731
+    phi = ref_poseidon([comm_d_new, comm_r_old], RANDOMNESS_TAG)
+    hl, A = shape.hl, shape.apex_leaves
+    apex = list(val(inp.apex_leaves))
+    sha = lambda x: hash2_native(*x)                               # noqa: E731
+    layer = apex
+    while len(layer) > 1:
+        layer = [hash2_native(layer[2 * i], layer[2 * i + 1]) for i in range(len(layer) // 2)]
+    part_sibs = [val(s) for s in inp.partition_path]
+    assert ref_root(layer[0], k, part_sibs, (2,) * pbl, sha) == comm_d_new
+    for i, c in enumerate(case.challenges):
+        c = int(c)
+        old, d = int(val(inp.leaf_r_old)[i]), int(val(inp.leaf_d_new)[i])
+        rho = ref_poseidon([phi, c >> (cbl - shape.h)], RANDOMNESS_TAG)
+        new = (old + d * rho) % R
+        for leaf, path, root in ((old, inp.path_r_old, case.root_r_old),
+                                 (new, inp.path_r_new, case.root_r_new)):
+            sibs = [val(s)[i] for s in path]
+            assert ref_root(leaf, c, sibs, shape.arities, ref_poseidon) == root
+        sibs = [val(s)[i] for s in inp.path_d]
+        assert ref_root(d, c % (1 << hl), sibs, (2,) * hl, sha) == apex[(c >> hl) % A]
+    with pytest.raises(ValueError, match="partition"):
+        SN.k_and_h_select(shape, shape.partitions)
+    with pytest.raises(ValueError, match="allowed"):
+        SN.snap_shape(nodes, *Z.MINI_SNAP[nodes], h=5)
+
+
+@pytest.mark.slow
+def test_snap_mini_witness():
+    """The 32-node (8-4-0) synthetic partition satisfies every row and its
+    public inputs are the case's; a changed old leaf, apex leaf or tree D
+    sibling leaves a failing row."""
+    shape = SN.snap_shape(32, 8, 4, 0)
+    case = SN.synthetic_snap(shape, seed=5)
+    r1cs = SN.record_snap(shape)
+    one = lambda a: Fr.add(a, Fr.constant(1, a.shape[1:]))          # noqa: E731
+    inp = case.inputs
+    bad_old = inp._replace(leaf_r_old=inp.leaf_r_old.at[:, 3].set(one(inp.leaf_r_old[:, 3])))
+    bad_apex = inp._replace(apex_leaves=one(inp.apex_leaves))
+    sib = inp.path_d[0]
+    bad_sib = inp._replace(path_d=(sib.at[:, 0].set(one(sib[:, 0])),) + inp.path_d[1:])
+    axes = SN.in_axes(shape)
+    batch = stack([inp, bad_old, bad_apex, bad_sib], axes)
+    w = np.asarray(C.witness(SN.empty_sector_update, batch, shape, in_axes=axes))
+    assert C.is_satisfied(r1cs, w[:, 0]) == (True, None)
+    assert list(Fr.to_int(w[:, 0, 1:5])) == case.public
+    for b in (1, 2, 3):
+        assert not C.is_satisfied(r1cs, w[:, b])[0], b

@@ -674,6 +674,8 @@ class Engine:
                 for p in range(len(parts)):
                     self._sched.add(WorkItem(prio, job.seq, p, jid, spec.topology, job.submitted))
                 self._cv.notify_all()
+            else:
+                job.status = "finishing"                       # claimed: no cancel races it
         if error is not None:
             self._finish(job, "failed", error)
         return jid

@@ -43,8 +43,15 @@ sparse tree costs only the challenged paths).
 API: ``fallback_post(cs, inputs, arities, sectors, challenges)`` (the circuit
 function for ``circuits.cs.record`` / ``witness``), ``PoStInputs``,
 ``in_axes(levels)``, ``constraint_count(arities, sectors, challenges)``,
-``leaf_challenge``, ``public_inputs``, ``pad_sectors``, ``PublicSector``,
-``PoStCase``, ``synthetic_post``, ``record_post(size, kind)``.
+``leaf_challenge``, ``partition_challenges``, ``public_inputs``,
+``pad_sectors``, ``PublicSector``, ``PoStCase``, ``synthetic_post``,
+``record_post(size, kind)``.
+
+Recording cost: record mode is numpy over whole tensors, ~1–3 s for a
+WinningPoSt partition on the CPU; a full 32 GiB WindowPoSt partition
+(2349 sectors, 125,279,217 rows) needs tens of GB of host memory for its
+CSR fragments, so the tests check it by linearity in S (see
+``constraint_count``).
 """
 from __future__ import annotations
 
@@ -241,10 +248,10 @@ def synthetic_post(arities, sectors: int, challenges: int, seed: int, kind: str 
     comm_c = Y.random_fr(rng, (trees,))
     comm_r_last = paths.root
     comm_r = Y.poseidon_hasher(np.stack([comm_c, comm_r_last], 1))
-    # per real sector: its tree's values (winning: tree 0 for all)
+    # per real sector: its tree (winning: tree 0 for all) and its K paths
     t = np.zeros(n, np.int64) if kind == "winning" else np.arange(n)
-    per = lambda a: a.reshape((n, challenges) + a.shape[2:]) if kind == "winning" else a  # noqa
-    leaves, sibs = per(paths.leaves), [per(s) for s in paths.siblings]
+    leaves = paths.leaves.reshape(n, challenges, Y.LIMBS)
+    sibs = [s.reshape((n, challenges) + s.shape[2:]) for s in paths.siblings]
     pad = np.asarray(pad_sectors(list(range(n)), sectors))
     public_sectors = [PublicSector(ids[i], int(Y.ints(comm_r[t[i]]))) for i in range(n)]
     inputs = PoStInputs(
@@ -257,7 +264,8 @@ def synthetic_post(arities, sectors: int, challenges: int, seed: int, kind: str 
 
 
 def record_post(size: str, kind: str) -> C.R1CS:
-    """The recorded partition circuit of a production sector size."""
+    """The recorded partition circuit of a production sector size (32/64 GiB
+    Window: 125M rows, see the module docstring)."""
     p = Z.params(size)
     s, k = p.post(kind)
     return C.record(fallback_post, p.tree_r_arities, s, k, name=f"{kind}-post-{size}")

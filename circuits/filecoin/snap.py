@@ -44,7 +44,8 @@ pbl·45,381 + 1 + 568·D + K·[326 + 2·(Σ levels + 1) + (A − 1) + hl·45,381
 gadget call over the (K,) or (D,) batch, so aux variables and rows are
 numbered op by op, not challenge by challenge as in bellperson.
 
-API: ``SnapShape`` / ``snap_shape(nodes, base, sub, top, h=None)``,
+API: ``SnapShape`` / ``snap_shape(nodes, base, sub, top, h=None)`` /
+``size_shape(size, h=None)``,
 ``empty_sector_update(cs, inputs, shape)`` (the circuit function),
 ``SnapInputs``, ``in_axes(shape)``, ``constraint_count(shape)``,
 ``k_and_h_select(shape, k)``, ``challenges(shape, comm_r_new, k)``,
@@ -76,7 +77,7 @@ from circuits.filecoin import synthetic as Y
 from circuits.gadgets import boolean as Bo
 from circuits.gadgets import merkle as M
 from circuits.gadgets import sha_merkle as SM
-from circuits.gadgets.multipack import CAPACITY, pack_bits, pack_value
+from circuits.gadgets.multipack import CAPACITY, pack_bits
 from circuits.gadgets.num import NUM_BITS, Num, canonical_bits
 from circuits.gadgets.poseidon import constraint_count as poseidon_rows
 from circuits.gadgets.poseidon import poseidon_hash
@@ -129,7 +130,8 @@ class SnapShape:
         return -(-self.challenges // self.challenges_per_digest)
 
 
-def snap_shape(nodes: int, base: int, sub: int = 0, top: int = 0, h: int | None = None) -> SnapShape:
+def snap_shape(nodes: int, base: int, sub: int = 0, top: int = 0,
+               h: int | None = None) -> SnapShape:
     """The shape of a sector of ``nodes`` nodes with tree R ``base-sub-top``
     (storage-proofs-update constants.rs); ``h`` defaults to hs[3]."""
     parts, chal, apex, hs = Z.snap_params(nodes)
@@ -140,6 +142,7 @@ def snap_shape(nodes: int, base: int, sub: int = 0, top: int = 0, h: int | None 
 
 
 def size_shape(size: str, h: int | None = None) -> SnapShape:
+    """The shape of a production sector size ("2KiB", ..., "64GiB")."""
     p = Z.params(size)
     return snap_shape(p.nodes, p.base, p.sub, p.top, h)
 
@@ -300,6 +303,7 @@ def empty_sector_update(cs, inputs: SnapInputs | None, shape: SnapShape):
 
 
 def _sum(values):
+    """Σ of Fr arrays of one shape."""
     out = values[0]
     for v in values[1:]:
         out = Fr.add(out, v)
@@ -318,6 +322,7 @@ def constraint_count(shape: SnapShape) -> int:
 
 
 def record_snap(shape: SnapShape) -> C.R1CS:
+    """The recorded partition circuit of ``shape``."""
     return C.record(empty_sector_update, shape,
                     name=f"snap-{shape.nodes}-{'-'.join(map(str, shape.arities))}-h{shape.h}")
 

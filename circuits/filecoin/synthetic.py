@@ -117,7 +117,8 @@ def sha256_hasher(groups: np.ndarray) -> np.ndarray:
     SHA-256 of the two 32-byte little-endian encodings with the top two bits
     of the last byte cleared -> ``(N, 8)``."""
     if groups.shape[1] != 2:
-        raise ValueError(f"sha256_hasher: SHA-256 trees are binary, got groups of {groups.shape[1]}")
+        raise ValueError(f"sha256_hasher: SHA-256 trees are binary, got groups of "
+                         f"{groups.shape[1]}")
     raw = np.ascontiguousarray(groups.astype("<u4")).view(np.uint8).reshape(groups.shape[0], 64)
     out = np.empty((groups.shape[0], 32), np.uint8)
     for i in range(groups.shape[0]):

@@ -42,8 +42,9 @@ node index.
 The five sector sizes map to their registered proofs; the scaled-down test
 configurations (``porep.CONFIGS`` "mini-…") are written with the
 registered_proof "jaxprove:<name>" (not a Filecoin value).
-API: ``dumps(partitions, seed, ticket) -> str``, ``loads(text) -> C1Output``,
-``write(path, ...)``, ``read(path)``.
+API: ``to_json(partitions) -> dict``, ``dumps(partitions) -> str``,
+``write(path, partitions)``; ``from_json(obj)``, ``loads(text)``,
+``read(path)`` -> ``C1Output``.
 """
 from __future__ import annotations
 
@@ -182,20 +183,24 @@ def challenge_proof(vp: VanillaPartition, i: int) -> dict:
     }
 
 
-def to_json(partitions, seed: bytes, ticket: bytes) -> dict:
-    """SealCommitPhase1Output of a sector's partitions (one replica id,
-    comm_d and comm_r) as a JSON-ready dict."""
+def to_json(partitions) -> dict:
+    """SealCommitPhase1Output of a sector's partitions 0, 1, ... (one replica
+    id, seed, ticket, comm_d and comm_r) as a JSON-ready dict."""
     if not partitions:
         raise ValueError("c1: no partitions")
     first = partitions[0]
-    for vp in partitions:
-        if (vp.cfg, vp.replica_id, vp.comm_d, vp.comm_r) != \
-                (first.cfg, first.replica_id, first.comm_d, first.comm_r):
+    for k, vp in enumerate(partitions):
+        if (vp.cfg, vp.replica_id, vp.seed, vp.ticket, vp.comm_d, vp.comm_r) != \
+                (first.cfg, first.replica_id, first.seed, first.ticket, first.comm_d,
+                 first.comm_r):
             raise ValueError("c1: the partitions must share the configuration, replica id, "
-                             "comm_d and comm_r")
-    for name, b in (("seed", seed), ("ticket", ticket)):
+                             "seed, ticket, comm_d and comm_r")
+        if vp.k != k:
+            raise ValueError(f"c1: partition {k} has index {vp.k}")
+    for name, b in (("seed", first.seed), ("ticket", first.ticket)):
         if len(bytes(b)) != 32:
             raise ValueError(f"c1: the {name} must be 32 bytes")
+    seed, ticket = first.seed, first.ticket
     return {"registered_proof": registered_proof(first.cfg),
             "vanilla_proofs": {_vanilla_key(first.cfg): [
                 [challenge_proof(vp, i) for i in range(vp.cfg.challenges)] for vp in partitions]},
@@ -204,13 +209,13 @@ def to_json(partitions, seed: bytes, ticket: bytes) -> dict:
             "ticket": list(bytes(ticket))}
 
 
-def dumps(partitions, seed: bytes, ticket: bytes) -> str:
-    return json.dumps(to_json(partitions, seed, ticket))
+def dumps(partitions) -> str:
+    return json.dumps(to_json(partitions))
 
 
-def write(path: str, partitions, seed: bytes, ticket: bytes) -> None:
+def write(path: str, partitions) -> None:
     """Write the JSON atomically (a temporary file renamed into place)."""
-    text = dumps(partitions, seed, ticket)
+    text = dumps(partitions)
     fd, tmp = tempfile.mkstemp(dir=os.path.dirname(os.path.abspath(path)), suffix=".tmp")
     try:
         with os.fdopen(fd, "w") as f:
@@ -271,7 +276,7 @@ def _column(cfg, cp, where: str):
     return node, rows, root, sibs
 
 
-def _partition(cfg, proofs, replica_id, comm_d, comm_r, k) -> VanillaPartition:
+def _partition(cfg, proofs, replica_id, seed, ticket, comm_d, comm_r, k) -> VanillaPartition:
     if not isinstance(proofs, list) or len(proofs) != cfg.challenges:
         raise ValueError(f"c1: partition {k}: {cfg.challenges} challenge proofs expected")
     out = {f: [] for f in VanillaPartition._fields}
@@ -313,7 +318,8 @@ def _partition(cfg, proofs, replica_id, comm_d, comm_r, k) -> VanillaPartition:
         out["comm_c_paths"].append(c_sibs)
     if len(roots_r) != 1 or len(roots_c) != 1:
         raise ValueError(f"c1: partition {k}: inconsistent comm_r_last or comm_c roots")
-    out.update(cfg=cfg, replica_id=replica_id, comm_d=comm_d, comm_r=comm_r,
+    out.update(cfg=cfg, k=k, replica_id=replica_id, seed=seed, ticket=ticket,
+               comm_d=comm_d, comm_r=comm_r,
                comm_r_last=roots_r.pop(), comm_c=roots_c.pop())
     return VanillaPartition(**out)
 
@@ -330,12 +336,13 @@ def from_json(obj: dict) -> C1Output:
     replica_id = _fr(_get(obj, "replica_id", "the C1 output"), "replica_id")
     comm_d = _fr(_get(obj, "comm_d", "the C1 output"), "comm_d")
     comm_r = _fr(_get(obj, "comm_r", "the C1 output"), "comm_r")
+    seed = _int(_get(obj, "seed", "the C1 output"), "seed").to_bytes(32, "little")
+    ticket = _int(_get(obj, "ticket", "the C1 output"), "ticket").to_bytes(32, "little")
     parts = vanilla[key]
     if not isinstance(parts, list) or not parts:
         raise ValueError("c1: vanilla_proofs holds no partitions")
-    partitions = [_partition(cfg, p, replica_id, comm_d, comm_r, k) for k, p in enumerate(parts)]
-    seed = bytes(_int(_get(obj, "seed", "the C1 output"), "seed").to_bytes(32, "little"))
-    ticket = bytes(_int(_get(obj, "ticket", "the C1 output"), "ticket").to_bytes(32, "little"))
+    partitions = [_partition(cfg, p, replica_id, seed, ticket, comm_d, comm_r, k)
+                  for k, p in enumerate(parts)]
     return C1Output(reg, cfg, partitions, comm_r, comm_d, replica_id, seed, ticket)
 
 

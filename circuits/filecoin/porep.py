@@ -123,7 +123,8 @@ def _configs() -> dict:
 CONFIGS = _configs()
 
 
-def _check_config(cfg: PoRepConfig):
+def check_config(cfg: PoRepConfig):
+    """Raise ValueError naming what is wrong with a configuration."""
     if cfg.nodes < 2 or cfg.nodes & (cfg.nodes - 1):
         raise ValueError(f"PoRep {cfg.name}: {cfg.nodes} nodes is not a power of two ≥ 2")
     if cfg.layers not in (2, 11):
@@ -230,7 +231,7 @@ def stacked_circuit(cs, inp: StackedInputs | None, cfg: PoRepConfig):
     """``StackedCircuit::synthesize`` for one partition of ``cfg``.  Returns
     (witness mode) a dict with the public inputs Fr (8, 3 + 18·C) and the
     labels Fr (8, C, L); in record mode the same dict of variable ids."""
-    _check_config(cfg)
+    check_config(cfg)
     w = not cs.recording
     val = (lambda f: f) if w else (lambda f: None)
     C, L, k, arities = cfg.challenges, cfg.layers, cfg.depth_d, cfg.arities

@@ -1,11 +1,15 @@
 """Synthetic PoRep vanilla proofs: consistent inputs of ``porep.stacked_circuit``
 for any sector size without sealing a sector.
 
-For one partition (``generate(cfg, seed)``), deterministic from the seed:
+For the partitions of one sector (``generate_sector(cfg, seed, partitions)``;
+``generate(cfg, seed)`` is partition 0), deterministic from the seed:
 
-* C distinct challenged nodes, and per challenge 6 DRG and 8 expander
-  parents drawn from the other nodes (the circuit checks the parents only
-  through the public inputs, so the graph itself is not needed);
+* a random replica id, PoRep seed and ticket; each partition's C challenges
+  derived from them as rust-fil-proofs derives interactive challenges
+  (``derive_challenges``); per challenged node 6 DRG and 8 expander parents
+  drawn at random from the unchallenged nodes (the circuit sees the parents
+  only through the public inputs, so the DRG / expander graph itself is not
+  needed);
 * a column of L random labels (< 2^254) for every parent node, and for every
   challenged node its REAL SDR labels: layer l is ``sdr.label_native`` over
   the 37 expanded parents (the DRG parents' labels at layer l, the expander
@@ -18,7 +22,7 @@ For one partition (``generate(cfg, seed)``), deterministic from the seed:
   node; every other node of a level a path passes through is random, so a
   path costs O(depth) hashes and a 2^30-node sector is never materialised;
 * comm_d, comm_r_last, comm_c the roots, comm_r = Poseidon2(comm_c,
-  comm_r_last).
+  comm_r_last); all partitions of a sector share the trees.
 
 ``VanillaPartition`` holds everything as Python integers (the C1 JSON of
 ``circuits.filecoin.c1`` maps onto it); ``to_inputs`` turns it into the
@@ -28,6 +32,7 @@ batched witness.  ``poseidon_native`` is the plain Python-integer Poseidon
 """
 from __future__ import annotations
 
+import hashlib
 import random
 from typing import NamedTuple
 
@@ -97,7 +102,10 @@ class VanillaPartition(NamedTuple):
     """One partition's vanilla proofs as Python ints (C challenges, L layers,
     paths as per-level sibling lists, leaves first)."""
     cfg: PR.PoRepConfig
+    k: int                      # the partition index
     replica_id: int
+    seed: bytes                 # the PoRep challenge seed (32 bytes)
+    ticket: bytes               # the sealing ticket (32 bytes; not in the circuit)
     comm_d: int
     comm_r: int
     comm_r_last: int
@@ -137,50 +145,71 @@ def challenge_labels(replica_id: int, node: int, drg_columns, exp_columns, layer
     return out
 
 
-def generate(cfg: PR.PoRepConfig, seed: int) -> VanillaPartition:
-    """A consistent synthetic partition of ``cfg`` (module docstring);
-    deterministic from ``seed``."""
-    PR._check_config(cfg)
-    C, L, N = cfg.challenges, cfg.layers, cfg.nodes
-    if N <= C:
-        raise ValueError(f"generate: {N} nodes leave no parents for {C} challenges")
+def derive_challenges(cfg: PR.PoRepConfig, replica_id: int, seed: bytes, k: int) -> list:
+    """Interactive PoRep challenges of partition k (storage-proofs-porep
+    challenges.rs ``derive_porep``): challenge i is
+    SHA-256(replica_id (32 B LE) ‖ seed ‖ j as u32 LE), j = C·k + i, read as a
+    little-endian integer, mod (N − 1), plus 1 (node 0 is never challenged)."""
+    C = cfg.challenges
+    out = []
+    for i in range(C):
+        h = hashlib.sha256(_b32(replica_id) + bytes(seed) + (C * k + i).to_bytes(4, "little"))
+        out.append(int.from_bytes(h.digest(), "little") % (cfg.nodes - 1) + 1)
+    return out
+
+
+def generate_sector(cfg: PR.PoRepConfig, seed: int, partitions: int = 1) -> list:
+    """The partitions 0..partitions − 1 of one synthetic sector (one replica
+    id, one set of trees; module docstring), deterministic from ``seed``.
+    The challenges are the real interactive ones for the sector's replica id
+    and (random) PoRep seed; a node challenged twice has one column."""
+    PR.check_config(cfg)
+    L, N = cfg.layers, cfg.nodes
     rng = random.Random(seed)
     replica_id = rng.randrange(LABEL_BOUND)
-    challenges = rng.sample(range(N), C)
-    chosen = set(challenges)
+    porep_seed, ticket = rng.randbytes(32), rng.randbytes(32)
+    chal = [derive_challenges(cfg, replica_id, porep_seed, k) for k in range(partitions)]
+    nodes = sorted({c for cs in chal for c in cs})
+    chosen = set(nodes)                      # never node 0: a parent always exists
 
     def parent():
         while True:
             p = rng.randrange(N)
             if p not in chosen:
                 return p
-    drg = [[parent() for _ in range(sdr.BASE_DEGREE)] for _ in range(C)]
-    exp = [[parent() for _ in range(sdr.EXP_DEGREE)] for _ in range(C)]
-    columns = {}
-    for p in sorted({p for row in drg + exp for p in row}):
-        columns[p] = [rng.randrange(LABEL_BOUND) for _ in range(L)]
-    labels = [challenge_labels(replica_id, c, [columns[p] for p in drg[i]],
-                               [columns[p] for p in exp[i]], L)
-              for i, c in enumerate(challenges)]
-    data = [rng.randrange(LABEL_BOUND) for _ in range(C)]
+    drg = {c: [parent() for _ in range(sdr.BASE_DEGREE)] for c in nodes}
+    exp = {c: [parent() for _ in range(sdr.EXP_DEGREE)] for c in nodes}
+    columns = {p: [rng.randrange(LABEL_BOUND) for _ in range(L)]
+               for p in sorted({p for c in nodes for p in drg[c] + exp[c]})}
+    labels = {c: challenge_labels(replica_id, c, [columns[p] for p in drg[c]],
+                                  [columns[p] for p in exp[c]], L) for c in nodes}
+    data = {c: rng.randrange(LABEL_BOUND) for c in nodes}
 
-    comm_d, d_paths = sparse_tree(dict(zip(challenges, data)), (2,) * cfg.depth_d,
-                                  lambda ch: hash2_native(*ch), rng)
-    replica = {c: (labels[i][-1] + data[i]) % R_FR for i, c in enumerate(challenges)}
+    comm_d, d_paths = sparse_tree(data, (2,) * cfg.depth_d, lambda ch: hash2_native(*ch), rng)
+    replica = {c: (labels[c][-1] + data[c]) % R_FR for c in nodes}
     comm_r_last, r_paths = sparse_tree(replica, cfg.arities, poseidon_native, rng)
     col_leaves = {p: poseidon_native(col) for p, col in columns.items()}
-    col_leaves.update({c: poseidon_native(labels[i]) for i, c in enumerate(challenges)})
+    col_leaves.update({c: poseidon_native(labels[c]) for c in nodes})
     comm_c, c_paths = sparse_tree(col_leaves, cfg.arities, poseidon_native, rng)
     comm_r = poseidon_native([comm_c, comm_r_last])
-    parents = [drg[i] + exp[i] for i in range(C)]
-    return VanillaPartition(
-        cfg, replica_id, comm_d, comm_r, comm_r_last, comm_c, challenges, drg, exp, data,
-        [d_paths[c] for c in challenges],
-        [[columns[p] for p in ps] for ps in parents],
-        [[c_paths[p] for p in ps] for ps in parents],
-        labels,
-        [r_paths[c] for c in challenges],
-        [c_paths[c] for c in challenges])
+    out = []
+    for k, cs in enumerate(chal):
+        parents = [drg[c] + exp[c] for c in cs]
+        out.append(VanillaPartition(
+            cfg, k, replica_id, porep_seed, ticket, comm_d, comm_r, comm_r_last, comm_c, cs,
+            [drg[c] for c in cs], [exp[c] for c in cs], [data[c] for c in cs],
+            [d_paths[c] for c in cs],
+            [[columns[p] for p in ps] for ps in parents],
+            [[c_paths[p] for p in ps] for ps in parents],
+            [labels[c] for c in cs],
+            [r_paths[c] for c in cs],
+            [c_paths[c] for c in cs]))
+    return out
+
+
+def generate(cfg: PR.PoRepConfig, seed: int) -> VanillaPartition:
+    """Partition 0 of a synthetic sector (``generate_sector``)."""
+    return generate_sector(cfg, seed, 1)[0]
 
 
 # ---------------------------------------------------------------- circuit inputs

@@ -23,6 +23,7 @@ takes ~25 s; the one-challenge 32 GiB recording (~65 s, 2 GB) and the full
 """
 from __future__ import annotations
 
+import base64
 import hashlib
 import json
 
@@ -170,12 +171,16 @@ def test_c1_round_trip_and_layout(tmp_path):
     for name in ("mini-8-4-2", "2KiB"):
         cfg = PR.CONFIGS[name]
         parts = S.generate_sector(cfg, 20, 3)
-        for vp in parts:
-            check_vanilla(vp)
+        if name == "mini-8-4-2":
+            check_vanilla(parts[2])                      # the trees are the sector's
         path = tmp_path / f"{name}.json"
         c1.write(str(path), parts)
         got = c1.read(str(path))
         assert got.partitions == parts and got.cfg == cfg
+        if name == "2KiB":
+            obj = json.loads(path.read_text())
+            for reg in ("StackedDrg2KiBV1", "StackedDrg2KiBV1_2_Feat_SyntheticPoRep"):
+                assert c1.from_json({**obj, "registered_proof": reg}).partitions == parts
         assert (got.comm_r, got.comm_d, got.replica_id, got.seed, got.ticket) == (
             parts[0].comm_r, parts[0].comm_d, parts[0].replica_id, parts[0].seed, parts[0].ticket)
     obj = json.loads(path.read_text())
@@ -196,7 +201,12 @@ def test_c1_round_trip_and_layout(tmp_path):
 
 def test_c1_bad_inputs():
     cfg = PR.CONFIGS["mini-8-0-0"]
-    obj = c1.to_json([S.generate(cfg, 3)])
+    vp = S.generate(cfg, 3)
+    obj = c1.to_json([vp])
+    wrapped = {"Phase1Out": base64.b64encode(json.dumps(obj).encode()).decode(), "SectorNum": 1}
+    assert c1.from_json(wrapped).partitions == [vp]
+    with pytest.raises(ValueError, match="Phase1Out is not base64"):
+        c1.from_json({"Phase1Out": "%%%"})
     with pytest.raises(ValueError, match="unknown registered_proof"):
         c1.from_json({**obj, "registered_proof": "StackedDrg1KiBV1"})
     bad = json.loads(json.dumps(obj))
@@ -293,6 +303,26 @@ def test_corrupted_label_fails(mini, mini_witness):
     w[:, col] = np.asarray(Fr.from_int(mini_witness[0].labels[0][1] + 1))
     ok, row = C.is_satisfied(r1cs, w)
     assert not ok
+
+
+@pytest.mark.slow
+def test_2kib_partitions_satisfy():
+    """Two partitions of a synthetic 2 KiB sector (2 challenges each): every
+    row holds and the 39 public inputs are the host's, challenge-major."""
+    cfg = PR.CONFIGS["2KiB"]
+    cs = C.Recorder()
+    PR.stacked_circuit(cs, None, cfg)
+    r1cs = cs.finish("2KiB")
+    parts = S.generate_sector(cfg, 31, 2)
+    inputs = S.stack_inputs([S.to_inputs(vp) for vp in parts], cfg)
+    w = np.asarray(C.witness(PR.stacked_circuit, inputs, cfg, in_axes=PR.stacked_in_axes(cfg)))
+    for b, vp in enumerate(parts):
+        assert C.is_satisfied(r1cs, w[:, b]) == (True, None)
+        want = [vp.replica_id, vp.comm_d, ref_poseidon([vp.comm_c, vp.comm_r_last])]
+        for i in range(2):
+            c = ref_challenge(64, vp.replica_id, vp.seed, 2 * vp.k + i)
+            want += [c, *vp.drg_parents[i], *vp.exp_parents[i], c, c, c]
+        assert [int(x) for x in Fr.to_int(w[:, b, 1:40])] == want
 
 
 def test_bad_config():

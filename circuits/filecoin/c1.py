@@ -39,6 +39,9 @@ StackedCompound checks before proving (one comm_c and one comm_r_last per
 partition, the proofs' shapes) and that each path's positions spell its
 node index.
 
+Any registered proof "StackedDrg<size>V1…" (V1, V1_1, the V1_2 feature
+variants: the same circuit) selects the size; lotus-bench's wrapper
+{"Phase1Out": base64(JSON), ...} is unwrapped.  The writer writes V1_1.
 The five sector sizes map to their registered proofs; the scaled-down test
 configurations (``porep.CONFIGS`` "mini-…") are written with the
 registered_proof "jaxprove:<name>" (not a Filecoin value).
@@ -48,6 +51,7 @@ API: ``to_json(partitions) -> dict``, ``dumps(partitions) -> str``,
 """
 from __future__ import annotations
 
+import base64
 import json
 import os
 import tempfile
@@ -87,8 +91,8 @@ def _config(reg: str) -> PR.PoRepConfig:
     if reg.startswith(TEST_PREFIX):
         name = reg[len(TEST_PREFIX):]
     else:
-        name = reg.removeprefix("StackedDrg").removesuffix("V1_1").removesuffix("V1")
-        if not reg.startswith("StackedDrg") or name not in _SIZES:
+        name = reg.removeprefix("StackedDrg").partition("V1")[0]
+        if not reg.startswith("StackedDrg") or "V1" not in reg or name not in _SIZES:
             raise ValueError(f"c1: unknown registered_proof {reg!r}")
     if name not in PR.CONFIGS:
         raise ValueError(f"c1: unknown configuration {name!r} in registered_proof {reg!r}")
@@ -325,7 +329,13 @@ def _partition(cfg, proofs, replica_id, seed, ticket, comm_d, comm_r, k) -> Vani
 
 
 def from_json(obj: dict) -> C1Output:
-    """Parse a SealCommitPhase1Output dict (see the module docstring)."""
+    """Parse a SealCommitPhase1Output dict (see the module docstring), or
+    lotus-bench's wrapper {"Phase1Out": base64 of that JSON, ...}."""
+    if isinstance(obj, dict) and "Phase1Out" in obj:
+        try:
+            obj = json.loads(base64.b64decode(obj["Phase1Out"], validate=True))
+        except (ValueError, TypeError) as e:
+            raise ValueError(f"c1: Phase1Out is not base64 of a JSON document ({e})") from None
     reg = _get(obj, "registered_proof", "the C1 output")
     cfg = _config(reg)
     vanilla = _get(obj, "vanilla_proofs", "the C1 output")

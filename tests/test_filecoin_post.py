@@ -183,7 +183,7 @@ def test_fr_conversions():
 
 
 # ---------------------------------------------------------------- PoSt witness
-def check_post_case(case, arities, S, K, kind):
+def check_post_case(case, arities, S, K, kind, partition=0):
     """The public inputs of a synthetic partition against an independent
     computation: hashlib challenges, comm_r = Poseidon2(comm_c, root) and
     every path recomputed to the root; padding repeats the last sector."""
@@ -191,7 +191,8 @@ def check_post_case(case, arities, S, K, kind):
     n = len(case.sectors)
     want = []
     for i, sec in enumerate(case.sectors):
-        chal = [ref_challenge(case.randomness, sec.id, i * K + j, nodes) for j in range(K)]
+        chal = [ref_challenge(case.randomness, sec.id, (partition * S + i) * K + j, nodes)
+                for j in range(K)]
         assert list(case.challenges[i]) == chal
         root = int(Y.ints(case.comm_r_last[i]))
         assert sec.comm_r == ref_poseidon([int(Y.ints(case.comm_c[i])), root])
@@ -223,14 +224,17 @@ def corrupt(case, what):
 
 
 def test_post_mini_witness():
-    """Mini PoSt (64-leaf base-8 trees, 3 sectors × 5 challenges) with 2 real
-    sectors (padding repeats the second): the synthetic witness satisfies
+    """Mini PoSt (64-leaf base-8 trees, 3 sectors × 5 challenges), partition
+    1 with 2 real sectors (padding repeats the second): the synthetic witness satisfies
     every row and its public inputs are the independent ones; a changed leaf,
     sibling or comm_r leaves a failing row."""
     m = Z.MINI_POST["8-0-0"]
     S, K, ar = m.sectors, m.challenges, m.tree_r_arities
-    case = P.synthetic_post(ar, S, K, seed=11, real_sectors=2)
-    check_post_case(case, ar, S, K, "window")
+    case = P.synthetic_post(ar, S, K, seed=11, real_sectors=2, partition=1)
+    check_post_case(case, ar, S, K, "window", partition=1)
+    # the whole proof's view: partition 1 of a 5-sector proof
+    others = [P.PublicSector(i, i) for i in range(3)]
+    assert P.public_inputs(case.randomness, others + case.sectors, 64, S, K, 1) == case.public
     r1cs = C.record(P.fallback_post, ar, S, K)
     axes = P.in_axes(len(ar))
     batch = stack([case.inputs] + [corrupt(case, x) for x in ("leaf", "sibling", "comm_r")], axes)

@@ -44,7 +44,7 @@ API: ``fallback_post(cs, inputs, arities, sectors, challenges)`` (the circuit
 function for ``circuits.cs.record`` / ``witness``), ``PoStInputs``,
 ``in_axes(levels)``, ``constraint_count(arities, sectors, challenges)``,
 ``leaf_challenge``, ``partition_challenges``, ``public_inputs``,
-``pad_sectors``, ``PublicSector``, ``PoStCase``, ``synthetic_post``,
+``partition_public_inputs``, ``pad_sectors``, ``PublicSector``, ``PoStCase``, ``synthetic_post``,
 ``record_post(size, kind)``.
 
 Recording cost: record mode is numpy over whole tensors, ~1–3 s for a
@@ -200,6 +200,12 @@ def public_inputs(randomness: bytes, sectors: list, nodes: int, sector_count: in
     chunk = list(sectors)[partition * sector_count:(partition + 1) * sector_count]
     if not chunk:
         raise ValueError(f"public_inputs: partition {partition} has no sectors")
+    return partition_public_inputs(randomness, chunk, nodes, sector_count, challenges, partition)
+
+
+def partition_public_inputs(randomness: bytes, chunk: list, nodes: int, sector_count: int,
+                            challenges: int, partition: int) -> list:
+    """``public_inputs`` given the partition's own sectors ``chunk``."""
     ch = partition_challenges(randomness, [s.id for s in chunk], nodes, sector_count,
                               challenges, partition)
     block = [[int(s.comm_r)] + [int(c) for c in row] for s, row in zip(chunk, ch)]
@@ -221,11 +227,12 @@ class PoStCase(NamedTuple):
 
 
 def synthetic_post(arities, sectors: int, challenges: int, seed: int, kind: str = "window",
-                   real_sectors: int | None = None) -> PoStCase:
-    """A satisfying partition 0 of ``sectors`` (S) × ``challenges`` (K) over
-    tree R ``arities``, deterministic from ``seed``.  ``kind`` "window": the
-    ``real_sectors`` (default S) distinct sectors, padded to S; "winning":
-    one sector repeated S times (its S·K challenges in one tree)."""
+                   real_sectors: int | None = None, partition: int = 0) -> PoStCase:
+    """A satisfying partition ``partition`` of ``sectors`` (S) ×
+    ``challenges`` (K) over tree R ``arities``, deterministic from ``seed``.
+    ``kind`` "window": the partition's ``real_sectors`` (default S) distinct
+    sectors, padded to S; "winning": one sector repeated S times (its S·K
+    challenges in one tree)."""
     arities = tuple(arities)
     nodes = math.prod(arities)
     n = sectors if real_sectors is None else int(real_sectors)
@@ -243,7 +250,7 @@ def synthetic_post(arities, sectors: int, challenges: int, seed: int, kind: str 
         trees = n
     else:
         raise ValueError(f"synthetic_post: kind must be 'window' or 'winning', got {kind!r}")
-    ch = partition_challenges(randomness, ids, nodes, sectors, challenges)          # (n, K)
+    ch = partition_challenges(randomness, ids, nodes, sectors, challenges, partition)  # (n, K)
     paths = Y.sparse_tree(arities, ch.reshape(trees, -1), Y.poseidon_hasher, rng)
     comm_c = Y.random_fr(rng, (trees,))
     comm_r_last = paths.root
@@ -258,7 +265,8 @@ def synthetic_post(arities, sectors: int, challenges: int, seed: int, kind: str 
         Y.to_fr(comm_r[t][pad]), Y.to_fr(comm_c[t][pad]), Y.to_fr(comm_r_last[t][pad]),
         Y.to_fr(leaves[pad]),
         M.MerklePath(jnp.asarray(ch[pad].astype(np.uint32)), tuple(Y.to_fr(s[pad]) for s in sibs)))
-    public = public_inputs(randomness, public_sectors, nodes, sectors, challenges)
+    public = partition_public_inputs(randomness, public_sectors, nodes, sectors, challenges,
+                                     partition)
     return PoStCase(inputs, public, randomness, public_sectors, ch, comm_c[t], comm_r_last[t],
                     Y.SparsePaths(ch, leaves, tuple(sibs), comm_r_last[t]))
 

@@ -62,8 +62,7 @@ from circuits.filecoin.porep_synthetic import VanillaPartition, poseidon_native
 from circuits.gadgets import sdr
 from ops.field import R_FR
 
-_SIZES = {"2KiB": "2KiB", "8MiB": "8MiB", "512MiB": "512MiB", "32GiB": "32GiB",
-          "64GiB": "64GiB"}
+_SIZES = ("2KiB", "8MiB", "512MiB", "32GiB", "64GiB")
 TEST_PREFIX = "jaxprove:"
 
 

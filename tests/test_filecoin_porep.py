@@ -3,13 +3,15 @@ vanilla proofs (porep_synthetic) and the C1 JSON (c1), against:
 
 * rust-fil-proofs' counts (research/filecoin-circuits.md §2.2, §5):
   storage-proofs-porep tests/stacked_circuit.rs [T] for the mini circuits
-  (8-0-0: 1,199,620 rows, 21 + 1 inputs), the 2 KiB partition (2,687,921
-  rows, 39 + 1 inputs, 2,685,673 aux) and the per-challenge formula at
-  32 GiB (7,237,665 a challenge, 130,278,541 a partition [T]);
+  (8-0-0: 1,199,620 rows, 21 + 1 inputs); 2 KiB: 2,687,921 rows, 39 + 1
+  inputs, 2,685,673 aux; 8 MiB: 3,844,929 / 40 / 3,842,449; 32 GiB: the
+  per-challenge formula, 7,237,665 a challenge (130,278,541 a partition
+  [T]);
 * bellperson's public-input order, and the public inputs' values computed on
-  the host from the vanilla proof (node indices, replica_id, comm_d, and
-  comm_r = Poseidon2(comm_c, comm_r_last) with the independent Python
-  Poseidon of tests/test_poseidon.py);
+  the host from the vanilla proof (challenges derived from replica_id and
+  seed with hashlib as challenges.rs does, parent indices, replica_id,
+  comm_d, and comm_r = Poseidon2(comm_c, comm_r_last) with the independent
+  Python Poseidon of tests/test_poseidon.py);
 * hashlib for the SDR labels (create_label_exp's 1,248-byte buffer) and the
   SHA tree; the Python-integer checker for every row: the synthetic
   inputs (read back from the C1 JSON the generator's output was written
@@ -18,8 +20,9 @@ vanilla proofs (porep_synthetic) and the C1 JSON (c1), against:
 
 Compile discipline: ONE witness program (mini 8-0-0, a batch of 4; its
 compile is most of this file's ~2 min of CPU time).  The 2 KiB recording
-takes ~25 s; the one-challenge 32 GiB recording (~65 s, 2 GB) and the full
-32 GiB synthetic partition run with --runslow.
+takes ~25 s; the 8 MiB recording, the one-challenge 32 GiB recording
+(~65 s, 2 GB), the full 32 GiB synthetic partition and a 2 KiB witness
+(two partitions, ~2.5 min) run with --runslow.
 """
 from __future__ import annotations
 
@@ -118,6 +121,12 @@ def test_formula_table(name, want, inputs):
 def test_2kib_record_counts():
     r1cs = C.record(PR.stacked_circuit, PR.CONFIGS["2KiB"])
     assert (r1cs.num_constraints, r1cs.num_inputs, r1cs.num_aux) == (2_687_921, 40, 2_685_673)
+
+
+@pytest.mark.slow
+def test_8mib_record_counts():
+    r1cs = C.record(PR.stacked_circuit, PR.CONFIGS["8MiB"])
+    assert (r1cs.num_constraints, r1cs.num_inputs, r1cs.num_aux) == (3_844_929, 40, 3_842_449)
 
 
 @pytest.mark.slow

@@ -174,15 +174,23 @@ def to_bytes(p: Params) -> bytes:
     return b"".join(out)
 
 
-def _subgroup_failures(C, pts: list) -> np.ndarray:
-    """Indices of host affine points outside the prime-order subgroup, checked
-    on the device in one batch padded to a power of two (few compiled shapes)."""
-    if not pts:
-        return np.zeros(0, np.int64)
-    n = max(8, 1 << (len(pts) - 1).bit_length())
-    A = jnp.asarray(C.from_affine_ints(list(pts) + [None] * (n - len(pts))))
-    ok = np.asarray(C.in_subgroup(C.from_affine(A)))[:len(pts)]
-    return np.flatnonzero(~ok)
+def _checked_arrays(C, host: dict, fields: list, name: str) -> dict:
+    """The host points of ``fields`` (all on curve C) -> {field: affine device
+    array (2, *fp, k)}, after one subgroup check of them all on the device
+    (padded to a power of two: few compiled shapes)."""
+    flat = [(f, i) for f in fields for i in range(len(host[f]))]
+    n = max(8, 1 << (len(flat) - 1).bit_length())
+    A = C.from_affine_ints([host[f][i] for f, i in flat] + [None] * (n - len(flat)))
+    ok = np.asarray(C.in_subgroup(C.from_affine(jnp.asarray(A))))[:len(flat)]
+    if not ok.all():
+        f, i = flat[int(np.argmin(ok))]
+        raise ValueError(f"{name}: {f}: point {i} is not in the prime-order subgroup")
+    out, o = {}, 0
+    for f in fields:
+        k = len(host[f])
+        out[f] = jnp.asarray(A[..., o:o + k])
+        o += k
+    return out
 
 
 def from_bytes(data: bytes, name: str = "params") -> Params:
@@ -235,21 +243,10 @@ def from_bytes(data: bytes, name: str = "params") -> Params:
     if n_b1 != n_b2 or n_b1 > n_ic + n_l:
         raise ValueError(f"{name}: b_g1 ({n_b1}) and b_g2 ({n_b2}) must be the same variables, "
                          f"at most {n_ic + n_l}")
+    arrays = {}
     for C in (G1, G2):
-        fields = [f for f, c in VK_POINTS + VECTORS if c is C]
-        flat = [(f, i) for f in fields for i in range(len(host[f]))]
-        bad = _subgroup_failures(C, [host[f][i] for f, i in flat])
-        if bad.size:
-            f, i = flat[bad[0]]
-            raise ValueError(f"{name}: {f}: point {i} is not in the prime-order subgroup")
-
-    def arr(C, f, single=False):
-        if not host[f]:
-            return jnp.zeros((2,) + C.fp + (0,), jnp.uint32)
-        a = jnp.asarray(C.from_affine_ints(host[f]))
-        return a[..., 0] if single else a
-
-    return Params(*(arr(C, f, True) for f, C in VK_POINTS), *(arr(C, f) for f, C in VECTORS))
+        arrays.update(_checked_arrays(C, host, [f for f, c in VK_POINTS + VECTORS if c is C], name))
+    return Params(*(arrays[f][..., 0] for f, _ in VK_POINTS), *(arrays[f] for f, _ in VECTORS))
 
 
 # ------------------------------------------------------------------ files

@@ -3,27 +3,35 @@
 Oracles: the file layout walked by hand here from research/filecoin-circuits.md
 §4 (u32 big-endian counts, big-endian uncompressed coordinates, G2 as
 c1 ‖ c0), the density computed here from the R1CS's CSR columns (not from
-``pce.Matrices``), and points outside the subgroup found with py_ecc
-(conftest).  The proof made with a read-back key is checked by snarkjs and
-our verifier in tests/test_interop.py.
+``pce.Matrices``), points outside the subgroup found with py_ecc (conftest),
+and ``snarkjs groth16 verify`` for a proof made with a read-back key (our
+setup's verification_key.json, proof.json and public.json as jaxprove writes
+them; marked slow: the CPU compiles of the prover's MSMs and of the pairing
+take minutes; skips without node, like tests/test_formats.py).
 """
 from __future__ import annotations
 
 import importlib.util
+import json
+import random
 import struct
 import sys
 from pathlib import Path
 
+import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
 
 from circuits import cs as C
 from circuits import examples as E
-from conftest import P, find_non_subgroup_points
+from conftest import P, R, find_non_subgroup_points
+from jaxprove import formats as F
 from jaxprove import groth16 as G
 from jaxprove import params as PR
 from jaxprove import pce
 from ops.curve import G1, G2
+from ops.field import Fr
 
 K = 4                       # cubic circuit: 4 values, 16 constraints, 5 inputs, 16 aux
 SEED = 1
@@ -103,6 +111,34 @@ def test_round_trip_is_identity(keys, written):
     for f in G.VerifyingKey._fields:
         assert np.array_equal(np.asarray(getattr(vk, f)), np.asarray(getattr(vk2, f))), f
     assert [p.name for p in path.parent.iterdir()] == [path.name]        # no temporaries left
+
+
+@pytest.mark.slow
+def test_read_back_key_proves_and_snarkjs_verifies(keys, written, tmp_path):
+    """Our setup, through the .params file, proves; snarkjs accepts the proof
+    with our verification_key.json (and so does our verifier)."""
+    from test_formats import _run, _tools
+    r1cs, m, _, _ = keys
+    path, _ = written
+    pk, vk = PR.read_params(path, m)
+    xs = [random.Random(7).randrange(R) for _ in range(K)]
+    ys = E.cubic_public(xs, R)
+    w = C.witness(E.cubic, jnp.asarray(Fr.from_int([xs])), K, in_axes=1)     # batch of one
+    proof, _ = G.prove(pk, m, w)
+    one = jax.tree.map(lambda x: x[..., 0], proof)
+    assert G.verify(vk, ys, one) and not G.verify(vk, [(ys[0] + 1) % R] + ys[1:], one)
+    tools = _tools()
+    if tools is None:
+        pytest.skip("node/npm or the snarkjs npm package is not available")
+    F.write_verification_key_json(tmp_path / "vk.json", vk)
+    F.write_proof_json(tmp_path / "proof.json", one)
+    F.write_public_json(tmp_path / "public.json", w[:, 0, 1:K + 1])
+    assert json.loads((tmp_path / "public.json").read_text()) == [str(y) for y in ys]
+    verify = [tools[0], "groth16", "verify", "vk.json", "public.json", "proof.json"]
+    ok = _run(verify, tmp_path, check=False)
+    assert ok.returncode == 0 and "OK" in ok.stdout, ok.stdout + ok.stderr
+    (tmp_path / "public.json").write_text(json.dumps([str((ys[0] + 1) % R)] + [str(y) for y in ys[1:]]))
+    assert _run(verify, tmp_path, check=False).returncode != 0
 
 
 # ---------------------------------------------------------------- damaged files
@@ -193,17 +229,21 @@ def _load_setup_script():
     return mod
 
 
-def test_setup_script(keys, written, tmp_path, capsys):
-    """scripts/setup.py's main on the same circuit and seed gives the same keys."""
+def test_setup_script(keys, written, tmp_path):
+    """scripts/setup.py on the same circuit and seed writes the same keys and
+    .params, with progress lines."""
     _, m, pk, vk = keys
     _, data = written
     script = _load_setup_script()
-    script.FLAGS(["setup.py", "--circuit=cubic", f"--cubes={K}", f"--seed={SEED}",
-                  f"--out={tmp_path}", "--key=c", "--params", "--nocache"])
-    assert script.main([]) == 0
-    out = capsys.readouterr().out
-    assert "qap" in out and "points" in out                # progress
+    lines = []
+    paths = script.run(str(tmp_path), circuit="cubic", cubes=K, key="c", params=True,
+                       seed=SEED, say=lines.append)
+    assert paths[1:] == [str(tmp_path / "c.params")]
+    stages = [line for line in lines if line.startswith("setup: ")]   # groth16.setup's stages
+    assert len(stages) >= 2 and stages[0].startswith("setup: qap done at")
     assert (tmp_path / "c.params").read_bytes() == data
     pk2, vk2 = G.load_keys(str(tmp_path), "c")
     for x, y in zip(pk + vk, pk2 + vk2):
         assert np.array_equal(np.asarray(x), np.asarray(y))
+    with pytest.raises(ValueError, match="not both"):
+        script.run(str(tmp_path), circuit="cubic", r1cs_path="x.r1cs")

@@ -12,8 +12,9 @@ is its partitions' 192-byte proofs concatenated in partition order.
 **Scheduling** (``Scheduler``, pure).  Items are ranked by (priority
 descending, job sequence number, partition): WinningPoSt (CRITICAL) >
 WindowPoSt (HIGH) > PoRep/SnapDeals (NORMAL), then the oldest job first.
-Items of one topology form batches of at most ``max_batch_size`` (one prove
-call over a batch of witnesses).  A batch is dispatched when it is full,
+Items of one proof kind and sector size (one witness builder, one circuit
+topology) form batches of at most ``max_batch_size`` (one prove call over a
+batch of witnesses).  A batch is dispatched when it is full,
 when its oldest item has waited ``max_batch_wait_s``, when it holds an item
 of priority HIGH or above (PoSt never waits for a batch to fill), or when
 the engine drains; topologies are considered in the rank of their best item
@@ -243,7 +244,7 @@ class WorkItem(NamedTuple):
     seq: int                  # job sequence number (submission order)
     partition: int
     job_id: str
-    topology: str
+    group: str                # batching key: "kind/sector_size"
     enqueued: float           # time.monotonic() at submission
 
     @property
@@ -257,7 +258,7 @@ def padded_size(n: int, max_batch: int) -> int:
 
 
 class Scheduler:
-    """Pending work items, grouped by topology, handed out as batches.
+    """Pending work items, grouped by ``WorkItem.group``, handed out as batches.
     Not thread-safe (the engine holds its lock around every call)."""
 
     def __init__(self, max_batch_size: int = 1, max_batch_wait_s: float = 0.0):
@@ -266,10 +267,10 @@ class Scheduler:
                              f"{max_batch_size}, {max_batch_wait_s}")
         self.max_batch_size = max_batch_size
         self.max_batch_wait_s = max_batch_wait_s
-        self._groups: dict[str, list] = {}          # topology -> sorted [(rank, item)]
+        self._groups: dict[str, list] = {}          # group -> sorted [(rank, item)]
 
     def add(self, item: WorkItem) -> None:
-        bisect.insort(self._groups.setdefault(item.topology, []), (item.rank, item))
+        bisect.insort(self._groups.setdefault(item.group, []), (item.rank, item))
 
     def remove_job(self, job_id: str) -> int:
         """Drop a job's pending items; returns how many there were."""
@@ -310,10 +311,10 @@ class Scheduler:
         return sum(len(g) for g in self._groups.values())
 
     def counts(self) -> dict:
-        """Pending items per priority name and per topology."""
+        """Pending items per priority name and per group."""
         by_p = collections.Counter(e[1].priority.name for g in self._groups.values() for e in g)
         return {"by_priority": {p.name: by_p.get(p.name, 0) for p in Priority},
-                "by_topology": {t: len(g) for t, g in self._groups.items()}}
+                "by_group": {t: len(g) for t, g in self._groups.items()}}
 
 
 # ---------------------------------------------------------------- residency (pure)
@@ -672,7 +673,8 @@ class Engine:
             self._counters[("submitted", kind)] += 1
             if error is None:
                 for p in range(len(parts)):
-                    self._sched.add(WorkItem(prio, job.seq, p, jid, spec.topology, job.submitted))
+                    self._sched.add(WorkItem(prio, job.seq, p, jid, f"{kind}/{int(sector_size)}",
+                                             job.submitted))
                 self._cv.notify_all()
             else:
                 job.status = "finishing"                       # claimed: no cancel races it

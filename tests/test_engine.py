@@ -5,6 +5,7 @@ isolated, two workers), and one test making REAL Groth16 proofs of the cubic
 circuit through the engine, checked with py_ecc's pairing."""
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import random
 import threading
@@ -35,13 +36,13 @@ def test_scheduler_priority_then_oldest_then_partition():
     order = []
     while len(s):
         batch, _ = s.next_batch(now=0.0)
-        order.append((batch[0].topology, batch[0].seq, batch[0].partition))
+        order.append((batch[0].group, batch[0].seq, batch[0].partition))
     assert order == [("winning", 3, 0), ("window", 2, 0), ("snap", 0, 0), ("porep", 1, 0),
                      ("porep", 1, 1), ("porep", 4, 0)]
     assert s.next_batch(now=0.0) == (None, None)
 
 
-def test_scheduler_batches_by_topology_with_max_size_and_wait():
+def test_scheduler_batches_by_group_with_max_size_and_wait():
     s = E.Scheduler(max_batch_size=3, max_batch_wait_s=10.0)
     for seq in range(4):
         s.add(_item(P.NORMAL, seq, 0, "a", enq=100.0 + seq))
@@ -51,7 +52,7 @@ def test_scheduler_batches_by_topology_with_max_size_and_wait():
     batch, wait = s.next_batch(now=102.0)                  # a has 1 item, b has 1: both wait
     assert batch is None and wait == pytest.approx(9.0)    # b's oldest item: 101 + 10 − 102
     batch, _ = s.next_batch(now=111.5)                     # b is due (a, enqueued at 103, not yet)
-    assert [i.topology for i in batch] == ["b"]
+    assert [i.group for i in batch] == ["b"]
     batch, _ = s.next_batch(now=111.5, flush=True)         # draining flushes a
     assert [i.seq for i in batch] == [3]
     s.add(_item(P.NORMAL, 10, 0, "a", enq=200.0))
@@ -205,7 +206,7 @@ def test_engine_priority_order_and_timings():
     assert results[4].timings["queue_wait"] >= results[3].timings["queue_wait"]
 
 
-def test_engine_batches_share_a_topology_and_pad_shapes():
+def test_engine_batches_share_a_kind_and_pad_shapes():
     prover = ToyProver()
     eng = make_engine(prover, max_batch_size=4, msm_budget_bytes=1 << 20)
     a = eng.submit("porep", 1, {"values": [10, 11, 12]})
@@ -377,21 +378,25 @@ def test_engine_real_groth16_proofs_of_cubic(tmp_path):
     from py_ecc.bls import point_compression as pc
 
     K = 2
+    MARK = 7                                        # an instance with x_0 = MARK gets a bad witness
     good = E.cubic_spec(K)
 
-    def corrupt_witness(parts):                      # same topology, one aux value changed
+    def witness(parts):                             # the last aux value set to 1 where marked
         w = good.witness(parts)
-        return w.at[:, :, -1].set(w[:, :, 2])
+        for i, p in enumerate(parts):
+            if p[0] == MARK:
+                w = w.at[:, i, -1].set(w[:, i, 0])
+        return w
 
-    reg = E.Registry([good, E.CircuitSpec("cubic-corrupt", K, good.topology, good.record,
-                                          good.split, corrupt_witness)])
+    reg = E.Registry([dataclasses.replace(good, witness=witness)])
     prover = E.Groth16Prover(keys_dir=str(tmp_path / "keys"), setup_on_first_use=True,
                              setup_seed=5)
     eng = E.Engine(reg, E.EngineConfig(max_batch_size=2), prover, devices=jax.devices()[:1])
     rng = random.Random(11)
     xs = [[rng.randrange(R) for _ in range(K)] for _ in range(4)]
+    xs[2][0] = MARK
     ja = eng.submit("cubic", K, {"x": [xs[0], xs[1]]})       # batch 1: both partitions
-    jb = eng.submit("cubic-corrupt", K, {"x": [xs[2]]})      # batch 2: with jc
+    jb = eng.submit("cubic", K, {"x": [xs[2]]})              # batch 2: the bad one with jc
     jc = eng.submit("cubic", K, {"x": [xs[3]]})
     eng.start()
     ra, rb, rc = (_done(eng, j, timeout=900) for j in (ja, jb, jc))

@@ -234,9 +234,14 @@ class Service:
         self._submit_lock = threading.Lock()
         self.resumed = []
         for rec in self.journal.pending():
-            self.engine.submit(rec["kind"], rec["sector_size"], rec["inputs"], rec["priority"],
-                               job_id=rec["job_id"])
-            self.resumed.append(rec["job_id"])
+            try:
+                self.engine.submit(rec["kind"], rec["sector_size"], rec["inputs"],
+                                   rec["priority"], job_id=rec["job_id"])
+                self.resumed.append(rec["job_id"])
+            except ValueError as e:                 # e.g. a kind no longer registered
+                self.journal.add_result(E.JobResult(rec["job_id"], rec["kind"],
+                                                    rec["sector_size"], "failed", b"", [],
+                                                    f"not resumed after a restart: {e}", {}))
         if self.resumed:
             log.info("resumed %d journaled jobs", len(self.resumed))
 

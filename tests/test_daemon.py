@@ -172,18 +172,23 @@ def test_journal_recovers_from_a_crash(tmp_path):
                "priority": 1, "submitted": 1.0})
     j.add_job({"job_id": "c", "kind": "porep", "sector_size": 1, "inputs": {"values": [3]},
                "priority": 1, "submitted": 3.0})
+    j.add_job({"job_id": "gone", "kind": "retired-kind", "sector_size": 1, "inputs": {},
+               "priority": 1, "submitted": 4.0})
     # c finished and its result was written, then the process died before dropping the job
     res = E.JobResult("c", "porep", 1, "done", b"\x01" * 192, [[3]], None, {"total": 1.0})
     D._atomic_write(os.path.join(j.results_dir, "c.json"), json.dumps(res.to_json()).encode())
     (tmp_path / "jobs" / ".d.json.tmp-1234").write_text("{partial")     # a torn temporary
-    assert [r["job_id"] for r in j.pending()] == ["a", "b"]
+    assert [r["job_id"] for r in j.pending()] == ["a", "b", "gone"]
     assert not j.has_job("c") and j.result("c") == res
     # a daemon on this state resubmits a and b, and answers c from the journal
     d = D.Service(D.DaemonConfig(state_dir=str(tmp_path)), toy_registry(), ToyProver(),
                   devices=jax.devices()[:1]).start()
     try:
         assert d.resumed == ["a", "b"]
-        assert D.Client is not None and d.AwaitProof({"job_id": "c"})["status"] == "done"
+        gone = d.AwaitProof({"job_id": "gone"})
+        assert gone["status"] == "failed" and "unknown proof kind" in gone["error"]
+        assert "gone" not in [r["job_id"] for r in j.pending()]
+        assert d.AwaitProof({"job_id": "c"})["status"] == "done"
         assert E.JobResult.from_json(d.AwaitProof({"job_id": "b"})).proof == \
             toy_proof("porep-t", 2)
     finally:

@@ -6,7 +6,7 @@ vanilla proofs (porep_synthetic) and the C1 JSON (c1), against:
   (8-0-0: 1,199,620 rows, 21 + 1 inputs); 2 KiB: 2,687,921 rows, 39 + 1
   inputs, 2,685,673 aux; 8 MiB: 3,844,929 / 40 / 3,842,449; 32 GiB: the
   per-challenge formula, 7,237,665 a challenge (130,278,541 a partition
-  [T]);
+  [T]), and cuzk's measured non-zeros and densities of its matrices;
 * bellperson's public-input order, and the public inputs' values computed on
   the host from the vanilla proof (challenges derived from replica_id and
   seed with hashlib as challenges.rs does, parent indices, replica_id,
@@ -137,6 +137,14 @@ def test_32gib_one_challenge_counts():
     assert r1cs.num_constraints == 571 + 7_237_665
     assert r1cs.num_inputs == 1 + 3 + 18
     assert 571 + 18 * 7_237_665 == 130_278_541                                # [T]
+    # cuzk's measured matrix statistics of a 32 GiB partition (research note
+    # §1): non-zeros A 309.4M, B 130.3M, C 282.7M (18 challenges; the top
+    # level adds < 0.01M); A aux density 99.7%, B 25.4%; ONE the only input in B
+    assert [round(18 * m.cols.size / 1e5) for m in (r1cs.a, r1cs.b, r1cs.c)] == [3094, 1303, 2827]
+    ni = r1cs.num_inputs
+    density = [np.unique(m.cols[m.cols >= ni]).size / r1cs.num_aux for m in (r1cs.a, r1cs.b)]
+    assert [round(d * 1000) for d in density] == [997, 254]
+    assert np.unique(r1cs.b.cols[r1cs.b.cols < ni]).tolist() == [0]
 
 
 @pytest.mark.slow

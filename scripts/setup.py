@@ -26,7 +26,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from absl import app, flags  # noqa: E402
+from absl import app, flags, logging  # noqa: E402
 
 FLAGS = flags.FLAGS
 
@@ -108,13 +108,15 @@ def run(out: str, circuit: str | None = None, cubes: int = 64, r1cs_path: str | 
 def main(argv) -> int:
     if len(argv) > 1:
         raise app.UsageError(f"unexpected arguments: {argv[1:]}")
+    if not FLAGS["verbosity"].present:
+        logging.set_verbosity(logging.WARNING)        # orbax's INFO lines would bury the progress
     if FLAGS.cache:
         from jaxprove.cache import enable_compilation_cache
         enable_compilation_cache()
     try:
         run(FLAGS.out, FLAGS.circuit, FLAGS.cubes, FLAGS.r1cs, FLAGS.key, FLAGS.params,
             FLAGS.snarkjs_vk, FLAGS.seed, say=lambda line: print(line, flush=True))
-    except ValueError as e:
+    except (ValueError, OSError) as e:
         print(f"FAILED: {e}", file=sys.stderr)
         return 1
     return 0

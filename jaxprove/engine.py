@@ -49,7 +49,7 @@ use; tests of the scheduler and residency use a fast stand-in.
 Timings per job (seconds, summed over its batches): queue_wait (submission to
 first pickup), witness, load, check, the prover's stages (spmv, ntt, msm_a,
 msm_b_g1, msm_b_g2, msm_l, msm_h, combine), verify, encode, total (submission
-to completion).
+to completion), and batch_sizes (the batch shape each partition was proved in).
 
 API: ``Engine(registry, config, prover, devices, on_finished)`` with
 ``start()``, ``submit(kind, sector_size, inputs, priority=None, job_id=None)

@@ -39,8 +39,8 @@ from test_formats import _container, _fe, _r1cs_bytes, _wtns_bytes
 BN254_Q = 0x30644e72e131a029b85045b68181585d97816a916871ca8d3c208c16d87cfd47
 
 
-def _expect(tmp_path, reader, data, match, suffix=".bin"):
-    p = tmp_path / f"bad{suffix}"
+def _expect(tmp_path, reader, data, match):
+    p = tmp_path / "bad.bin"
     p.write_bytes(bytes(data))
     with pytest.raises(ValueError, match=match) as e:
         reader(p)
@@ -56,7 +56,9 @@ def test_r1cs_header_and_sections(tmp_path):
                                                         for w, c in terms)
     cons = lc([(2, 1)]) + lc([(2, 1)]) + lc([(1, 1)])
     labels = struct.pack("<3Q", 0, 1, 2)
-    sec = lambda *s: _container(b"r1cs", 1, list(s))
+
+    def sec(*sections):
+        return _container(b"r1cs", 1, list(sections))
     _expect(tmp_path, F.read_r1cs, sec((1, hdr), (2, cons), (3, labels), (4, b"")), "custom gates")
     _expect(tmp_path, F.read_r1cs, sec((1, hdr), (3, labels)), "section 2 is missing")
     _expect(tmp_path, F.read_r1cs, sec((1, hdr), (2, cons), (1, hdr)), "section 1 appears twice")
@@ -124,17 +126,21 @@ def test_synthetic_zkey_reads(tmp_path):
 
 def test_damaged_zkey_synthetic(tmp_path):
     rd = F.read_zkey
-    _expect(tmp_path, rd, _zkey_bytes(n8q=32, q=BN254_Q), "field element size 32 bytes, expected 48")
+    _expect(tmp_path, rd, _zkey_bytes(n8q=32, q=BN254_Q),
+            "field element size 32 bytes, expected 48")
     _expect(tmp_path, rd, _zkey_bytes(r=F.BN254_R), "that is BN254's r")
-    _expect(tmp_path, rd, _zkey_bytes(coeff_signal=3), r"coefficient 0 \(matrix 0, row 0, signal 3\)")
+    _expect(tmp_path, rd, _zkey_bytes(coeff_signal=3),
+            r"coefficient 0 \(matrix 0, row 0, signal 3\)")
     off_curve = bytearray(_g2())
     off_curve[0] ^= 1
     _expect(tmp_path, rd, _zkey_bytes(sections={7: _g2() + bytes(off_curve) + _g2()}),
             "B2: point 1 is not on G2")
-    _expect(tmp_path, rd, _zkey_bytes(sections={3: _g1() * 3}), "section 3 has 288 bytes, expected 192")
+    _expect(tmp_path, rd, _zkey_bytes(sections={3: _g1() * 3}),
+            "section 3 has 288 bytes, expected 192")
     _expect(tmp_path, rd, _zkey_bytes(sections={1: struct.pack("<I", 10)}), "fflonk")
     no_pub_rows = struct.pack("<I", 1) + struct.pack("<III", 0, 0, 2) + _fe((1 << 512) % R)
-    _expect(tmp_path, rd, _zkey_bytes(sections={4: no_pub_rows}), "must end with snarkjs's public rows")
+    _expect(tmp_path, rd, _zkey_bytes(sections={4: no_pub_rows}),
+            "must end with snarkjs's public rows")
     _expect(tmp_path, rd, _zkey_bytes()[:-1], "section 9 is truncated")
 
 
@@ -152,7 +158,8 @@ def test_prove_snarkjs_refuses_mismatches(tmp_path):
     q = tmp_path / "private.r1cs"
     q.write_bytes(_container(b"r1cs", 1, [(1, hdr), (2, lc(2) + lc(2) + lc(1))]))
     other = pce.extract(F.read_r1cs(q))
-    with pytest.raises(ValueError, match="circuit has 3 wires and 0 public signals, the zkey 3 and 1"):
+    with pytest.raises(ValueError,
+                       match="circuit has 3 wires and 0 public signals, the zkey 3 and 1"):
         F.prove_snarkjs(z, other, w)
 
 

@@ -137,7 +137,8 @@ def test_read_back_key_proves_and_snarkjs_verifies(keys, written, tmp_path):
     verify = [tools[0], "groth16", "verify", "vk.json", "public.json", "proof.json"]
     ok = _run(verify, tmp_path, check=False)
     assert ok.returncode == 0 and "OK" in ok.stdout, ok.stdout + ok.stderr
-    (tmp_path / "public.json").write_text(json.dumps([str((ys[0] + 1) % R)] + [str(y) for y in ys[1:]]))
+    bad = [str((ys[0] + 1) % R)] + [str(y) for y in ys[1:]]
+    (tmp_path / "public.json").write_text(json.dumps(bad))
     assert _run(verify, tmp_path, check=False).returncode != 0
 
 
@@ -205,7 +206,8 @@ def test_lengths_against_each_other_and_the_circuit(keys, written, tmp_path):
     p = PR.from_bytes(data)
     _expect(PR.to_bytes(p._replace(h=p.h[..., :-1])), "h has 30 points; expected m − 1", tmp_path)
     _expect(PR.to_bytes(p._replace(b_g2=p.b_g2[..., 1:])), r"b_g1 \(\d+\) and b_g2", tmp_path)
-    _expect(PR.to_bytes(p._replace(a=p.a[..., :3])), "a has 3 points; expected every input", tmp_path)
+    _expect(PR.to_bytes(p._replace(a=p.a[..., :3])), "a has 3 points; expected every input",
+            tmp_path)
     other = pce.extract(C.record(E.cubic, K - 1, name="cubic3"))
     with pytest.raises(ValueError, match=r"ic has 5 points, circuit 'cubic3' needs 4"):
         PR.from_params(p, other)

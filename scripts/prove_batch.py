@@ -74,11 +74,13 @@ def _write(path: str, data: bytes):
 
 def run_batch(engine, kind: str, sector_size: int, named_inputs: list, priority=None,
               out_dir: str | None = None, log_path: str | None = None, stream=sys.stderr):
-    """Submit every (name, inputs) job to a started engine, wait for all
-    (progress on ``stream``), write proofs and the timing log; returns the
-    summary dict (including "failed": the names of failed jobs)."""
+    """Submit every (name, inputs) job to an engine not yet started, start it
+    (so the first batches are full), wait for all (progress on ``stream``),
+    write proofs and the timing log; returns the summary dict (including
+    "failed": the names of failed jobs)."""
     t0 = time.perf_counter()
     ids = [(name, engine.submit(kind, sector_size, inputs, priority)) for name, inputs in named_inputs]
+    engine.start()
     if out_dir:
         os.makedirs(out_dir, exist_ok=True)
     lines, failed, totals = [], [], []
@@ -138,7 +140,7 @@ def main(argv):
                             max_batch_wait_s=FLAGS.max_batch_wait_ms / 1000.0,
                             budget_bytes=FLAGS.budget_bytes,
                             msm_budget_bytes=FLAGS.msm_budget_bytes, verify=FLAGS.verify)
-    engine = E.Engine(registry, config, prover).start()
+    engine = E.Engine(registry, config, prover)
     try:
         summary = run_batch(engine, FLAGS.kind, FLAGS.sector_size, named, FLAGS.priority,
                             FLAGS.out_dir, FLAGS.log)

@@ -449,7 +449,8 @@ def test_prove_batch_script_run_batch(tmp_path):
     spec = importlib.util.spec_from_file_location("prove_batch", path)
     pb = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(pb)
-    eng = make_engine(ToyProver(), max_batch_size=2).start()
+    prover = ToyProver()
+    eng = make_engine(prover, max_batch_size=2)
     err = io.StringIO()
     named = [("a", {"values": [1, 2]}), ("b", {"values": [-3]}), ("c", {"values": [4]})]
     summary = pb.run_batch(eng, "porep", 1, named, out_dir=str(tmp_path / "out"),
@@ -463,3 +464,4 @@ def test_prove_batch_script_run_batch(tmp_path):
     assert [x.get("name") for x in lines] == ["a", "b", "c", None] and lines[-1]["summary"]
     assert lines[0]["partitions"] == 2 and "queue_wait" in lines[0]["timings"]
     assert "3/3 done, 1 failed" in err.getvalue()
+    assert [b[1] for b in prover.batches] == [[1, 2], [-3, 4]]    # submitted before the start

@@ -249,3 +249,25 @@ def test_setup_script(keys, written, tmp_path):
         assert np.array_equal(np.asarray(x), np.asarray(y))
     with pytest.raises(ValueError, match="not both"):
         script.run(str(tmp_path), circuit="cubic", r1cs_path="x.r1cs")
+
+
+@pytest.mark.slow
+def test_setup_script_subprocess(keys, written, tmp_path):
+    """The command line, in its own process (a cold setup compile: slow)."""
+    import subprocess
+    _, _, _, vk = keys
+    _, data = written
+    script = Path(__file__).resolve().parents[1] / "scripts" / "setup.py"
+    res = subprocess.run([sys.executable, str(script), "--circuit=cubic", f"--cubes={K}",
+                          f"--seed={SEED}", f"--out={tmp_path}", "--key=c", "--params",
+                          "--snarkjs_vk", "--nocache"], capture_output=True, text=True, timeout=900)
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert "setup: qap done at" in res.stdout and "WARNING: a seeded setup" in res.stdout
+    assert (tmp_path / "c.params").read_bytes() == data
+    doc = json.loads((tmp_path / "c.verification_key.json").read_text())
+    ic = G1.to_affine_ints(vk.ic, projective=False)
+    assert doc["nPublic"] == K and doc["IC"] == [[str(x), str(y), "1"] for x, y in ic]
+    bad = subprocess.run([sys.executable, str(script), f"--out={tmp_path}", "--circuit=cubic",
+                          "--r1cs=x.r1cs", "--nocache"], capture_output=True, text=True,
+                         timeout=300)
+    assert bad.returncode == 1 and "FAILED: give either" in bad.stderr

@@ -8,7 +8,7 @@ response is one UTF-8 JSON object (the message bytes):
 =============  =====================================================  ====================================
 Verb           request                                                response
 =============  =====================================================  ====================================
-SubmitProof    {kind, sector_size, inputs, priority?, request_id?}    {job_id, queue_position}
+SubmitProof    {kind, sector_size, inputs, priority?, request_id?}    {job_id, queue_position}  
 AwaitProof     {job_id, timeout_ms?}                                  a result (below)
 Prove          SubmitProof's fields + timeout_ms?                     a result
 CancelProof    {job_id}                                               {job_id, cancelled}
@@ -18,6 +18,7 @@ PreloadKeys    {kind, sector_size}                                    {resident:
 EvictKeys      {topology?}  (absent: every idle entry)                {evicted: [[worker, topology], ...]}
 =============  =====================================================  ====================================
 
+queue_position: work items ahead of the job's first one (null once it runs).
 A result is {job_id, kind, sector_size, status, proof, public, error,
 timings}: status one of queued, running, done, failed, cancelled (AwaitProof
 returns an unfinished one when ``timeout_ms`` passes); proof the
@@ -279,7 +280,7 @@ class Service:
             except ValueError as e:
                 self.journal.drop_job(job_id)
                 raise RequestError("INVALID_ARGUMENT", str(e)) from None
-        return {"job_id": job_id, "queue_position": self.engine.status()["pending_items"]}
+        return {"job_id": job_id, "queue_position": self.engine.queue_position(job_id)}
 
     def _known(self, job_id: str) -> bool:
         try:

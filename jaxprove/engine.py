@@ -310,11 +310,19 @@ class Scheduler:
     def __len__(self):
         return sum(len(g) for g in self._groups.values())
 
+    def ahead_of(self, rank) -> int:
+        """Pending items that rank before ``rank`` (a queue position)."""
+        return sum(bisect.bisect_left(g, (rank,)) for g in self._groups.values())
+
     def counts(self) -> dict:
-        """Pending items per priority name and per group."""
+        """Pending items per priority name, per group ("kind/sector_size") and per kind."""
         by_p = collections.Counter(e[1].priority.name for g in self._groups.values() for e in g)
+        by_kind = collections.Counter()
+        for grp, g in self._groups.items():
+            by_kind[grp.rsplit("/", 1)[0]] += len(g)
         return {"by_priority": {p.name: by_p.get(p.name, 0) for p in Priority},
-                "by_group": {t: len(g) for t, g in self._groups.items()}}
+                "by_group": {t: len(g) for t, g in self._groups.items()},
+                "by_kind": dict(by_kind)}
 
 
 # ---------------------------------------------------------------- residency (pure)
@@ -695,6 +703,15 @@ class Engine:
 
     def prove(self, kind, sector_size, inputs, priority=None, timeout=None) -> JobResult | None:
         return self.wait(self.submit(kind, sector_size, inputs, priority), timeout)
+
+    def queue_position(self, job_id: str) -> int | None:
+        """Pending items ahead of the job's first pending item (None when it
+        has none pending)."""
+        with self._lock:
+            job = self._jobs.get(job_id)
+            if job is None or job.status != "queued":
+                return None
+            return self._sched.ahead_of((-int(job.priority), job.seq, 0))
 
     def peek(self, job_id: str) -> JobResult:
         with self._lock:

@@ -80,6 +80,9 @@ def test_concurrent_clients_every_verb(tmp_path):
         assert "porep-t" not in [e["topology"] for e in c.status()["resident"]]
         assert "porep-t" in [e["topology"] for e in c.preload("porep", 1)]
         # idempotent retry with a request id; a failing job; the error codes
+        pos = c.call("SubmitProof", {"kind": "porep", "sector_size": 1, "inputs": {"values": [8]}})
+        assert pos["queue_position"] in (0, None)              # nothing ahead of it
+        assert c.status()["queues"]["by_kind"].get("porep", 0) <= 1
         a = c.submit("porep", 1, {"values": [5]}, request_id="req-1")
         assert a == "req-1" and c.submit("porep", 1, {"values": [6]}, request_id="req-1") == a
         assert c.await_proof(a).proof == toy_proof("porep-t", 5)

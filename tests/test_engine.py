@@ -22,7 +22,7 @@ P = Priority
 
 
 # ---------------------------------------------------------------- pure pieces
-def _item(prio, seq, part=0, topo="t", enq=0.0):
+def _item(prio, seq, part=0, topo="t/1", enq=0.0):
     return WorkItem(prio, seq, part, f"job{seq}", topo, enq)
 
 
@@ -68,6 +68,8 @@ def test_scheduler_remove_job_and_counts():
     s.add(_item(P.NORMAL, 1, 1))
     s.add(_item(P.CRITICAL, 2, 0))
     assert s.counts()["by_priority"]["NORMAL"] == 2
+    assert s.ahead_of((-int(P.NORMAL), 1, 1)) == 2        # the CRITICAL item and partition 0
+    assert s.counts()["by_kind"] == {"t": 3}
     assert s.remove_job("job1") == 2 and len(s) == 1
     with pytest.raises(ValueError, match="max_batch_size"):
         E.Scheduler(max_batch_size=0)
@@ -193,8 +195,10 @@ def test_engine_priority_order_and_timings():
             eng.submit("snap", 1, {"values": [4]}),
             eng.submit("winning-post", 1, {"values": [5]}),
             eng.submit("porep", 1, {"values": [6]}, priority="low")]
+    assert [eng.queue_position(j) for j in jobs] == [2, 1, 4, 0, 5]
     eng.start()
     results = [_done(eng, j) for j in jobs]
+    assert eng.queue_position(jobs[0]) is None
     eng.shutdown()
     assert [b[1] for b in prover.batches] == [[5], [3], [1], [2], [4], [6]]
     r = results[0]

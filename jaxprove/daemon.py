@@ -5,18 +5,18 @@ service with cuzk's verbs, a durable job journal, and a client.
 unary methods ``/jaxprove.v1.ProvingEngine/<Verb>``; every request and
 response is one UTF-8 JSON object (the message bytes):
 
-=============  =====================================================  ====================================
-Verb           request                                                response
-=============  =====================================================  ====================================
-SubmitProof    {kind, sector_size, inputs, priority?, request_id?}    {job_id, queue_position}  
-AwaitProof     {job_id, timeout_ms?}                                  a result (below)
-Prove          SubmitProof's fields + timeout_ms?                     a result
-CancelProof    {job_id}                                               {job_id, cancelled}
-GetStatus      {}                                                     engine status + journal counts
-GetMetrics     {}                                                     {text}: Prometheus exposition
-PreloadKeys    {kind, sector_size}                                    {resident: [...]}
-EvictKeys      {topology?}  (absent: every idle entry)                {evicted: [[worker, topology], ...]}
-=============  =====================================================  ====================================
+=============  ===================================================  ==================================
+Verb           request                                              response
+=============  ===================================================  ==================================
+SubmitProof    {kind, sector_size, inputs, priority?, request_id?}  {job_id, queue_position}
+AwaitProof     {job_id, timeout_ms?}                                a result (below)
+Prove          SubmitProof's fields + timeout_ms?                   a result
+CancelProof    {job_id}                                             {job_id, cancelled}
+GetStatus      {}                                                   engine status + journal counts
+GetMetrics     {}                                                   {text}: Prometheus exposition
+PreloadKeys    {kind, sector_size}                                  {resident: [...]}
+EvictKeys      {topology?} (absent: every idle entry)               {evicted: [[worker, topology]]}
+=============  ===================================================  ==================================
 
 queue_position: work items ahead of the job's first one (null once it runs).
 A result is {job_id, kind, sector_size, status, proof, public, error,

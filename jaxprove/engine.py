@@ -66,7 +66,6 @@ import collections
 import dataclasses
 import enum
 import logging
-import math
 import queue
 import random
 import secrets

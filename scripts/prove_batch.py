@@ -79,7 +79,8 @@ def run_batch(engine, kind: str, sector_size: int, named_inputs: list, priority=
     write proofs and the timing log; returns the summary dict (including
     "failed": the names of failed jobs)."""
     t0 = time.perf_counter()
-    ids = [(name, engine.submit(kind, sector_size, inputs, priority)) for name, inputs in named_inputs]
+    ids = [(name, engine.submit(kind, sector_size, inputs, priority))
+           for name, inputs in named_inputs]
     engine.start()
     if out_dir:
         os.makedirs(out_dir, exist_ok=True)

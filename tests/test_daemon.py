@@ -86,7 +86,7 @@ def test_concurrent_clients_every_verb(tmp_path):
         a = c.submit("porep", 1, {"values": [5]}, request_id="req-1")
         assert a == "req-1" and c.submit("porep", 1, {"values": [6]}, request_id="req-1") == a
         assert c.await_proof(a).proof == toy_proof("porep-t", 5)
-        big = c.submit("porep", 1, {"values": [9], "blob": "x" * (6 << 20)})   # > gRPC's 4 MB default
+        big = c.submit("porep", 1, {"values": [9], "blob": "x" * (6 << 20)})  # > 4 MB default
         assert c.await_proof(big).proof == toy_proof("porep-t", 9)
         bad = c.await_proof(c.submit("porep", 1, {"values": "nope"}))
         assert bad.status == "failed" and "bad input" in bad.error

@@ -224,7 +224,7 @@ def test_engine_batches_share_a_kind_and_pad_shapes():
     assert got == [("porep-t", [10, 11, 12, 30], [True] * 4),
                    ("snap-t", [20], [True]),                      # the older job goes first
                    ("porep-t", [31, 32, 33, 31], [True] * 3 + [False])]   # padded to 4
-    assert {m for *_, m in prover.batches} == {1 << 20}           # streaming budget reaches the MSMs
+    assert {m for *_, m in prover.batches} == {1 << 20}   # the streaming budget reaches the MSMs
     assert _done(eng, c).proof == b"".join(toy_proof("porep-t", v) for v in (30, 31, 32, 33))
     assert eng.status()["counters"]["batches"] == 3
 
@@ -407,7 +407,8 @@ def test_engine_real_groth16_proofs_of_cubic(tmp_path):
     eng.shutdown()
     assert rb.status == "failed" and "does not satisfy" in rb.error
     assert ra.status == "done" and rc.status == "done", (ra.error, rc.error)
-    assert len(ra.proof) == 2 * G.PROOF_BYTES and ra.timings["batch_sizes"] == [2, 2]  # per partition
+    assert len(ra.proof) == 2 * G.PROOF_BYTES
+    assert ra.timings["batch_sizes"] == [2, 2]               # per partition
     expect = [[(x ** 3 + x) % R for x in row] for row in xs]
     assert ra.public == expect[:2] and rc.public == expect[3:]
     proofs = [ra.proof[:192], ra.proof[192:], rc.proof]

@@ -48,7 +48,8 @@ use; tests of the scheduler and residency use a fast stand-in.
 
 Timings per job (seconds, summed over its batches): queue_wait (submission to
 first pickup), witness, load, check, the prover's stages (spmv, ntt, msm_a,
-msm_b_g1, msm_b_g2, msm_l, msm_h, combine), verify, encode, total (submission
+msm_b_g1, msm_b_g2, msm_l, msm_h, combine) and their sum prove, verify,
+encode, total (submission
 to completion), and batch_sizes (the batch shape each partition was proved in).
 
 API: ``Engine(registry, config, prover, devices, on_finished)`` with
@@ -596,6 +597,10 @@ class EngineConfig:
     max_finished: int = 100_000
 
 
+# histogram bucket bounds of the per-stage seconds (Prometheus "le")
+STAGE_BUCKETS = (0.01, 0.03, 0.1, 0.3, 1.0, 3.0, 10.0, 30.0, 100.0, 300.0, 1000.0)
+
+
 class _Batch(NamedTuple):
     items: list               # WorkItems
     spec: CircuitSpec
@@ -635,7 +640,8 @@ class Engine:
         self._in_flight = 0
         self._started_at = time.time()
         self._counters = collections.Counter()
-        self._stage = collections.defaultdict(lambda: [0.0, 0])     # stage -> [sum, count]
+        # stage -> [sum, count, per-bucket counts (STAGE_BUCKETS, then +Inf)]
+        self._stage = collections.defaultdict(lambda: [0.0, 0, [0] * (len(STAGE_BUCKETS) + 1)])
 
     # ------------------------------------------------------------ public API
     def start(self) -> "Engine":
@@ -782,7 +788,7 @@ class Engine:
         st = self.status()
         with self._lock:
             c = dict(self._counters)
-            stages = {k: tuple(v) for k, v in self._stage.items()}
+            stages = {k: (v[0], v[1], list(v[2])) for k, v in self._stage.items()}
         lines = []
 
         def metric(name, kind, help_, samples):
@@ -811,10 +817,15 @@ class Engine:
         metric("resident_bytes", "gauge", "Bytes of keys and matrices resident per worker.",
                [("", {"worker": str(i)}, n) for i, n in enumerate(st["resident_bytes"])])
         metric("evictions_total", "counter", "Residency evictions.", [("", {}, st["evictions"])])
-        metric("stage_seconds", "summary",
-               "Seconds per stage: per batch, except queue_wait and total (per job).",
-               [x for stg, (tot, n) in sorted(stages.items())
-                for x in (("_sum", {"stage": stg}, round(tot, 6)), ("_count", {"stage": stg}, n))])
+        hist = []
+        for stg, (tot, n, buckets) in sorted(stages.items()):
+            cum = 0
+            for le, k in zip([f"{b:g}" for b in STAGE_BUCKETS] + ["+Inf"], buckets):
+                cum += k
+                hist.append(("_bucket", {"stage": stg, "le": le}, cum))
+            hist += [("_sum", {"stage": stg}, round(tot, 6)), ("_count", {"stage": stg}, n)]
+        metric("stage_seconds", "histogram",
+               "Seconds per stage: per batch, except queue_wait and total (per job).", hist)
         metric("uptime_seconds", "gauge", "Seconds since the engine was made.",
                [("", {}, round(st["uptime_s"], 3))])
         return "\n".join(lines) + "\n"
@@ -965,6 +976,7 @@ class Engine:
             proof, public, ptimes = self.prover.prove(res, b.w, use,
                                                       self.config.msm_budget_bytes)
             times.update({k: v for k, v in ptimes.items() if k != "total"})
+            times["prove"] = ptimes.get("total", sum(ptimes.values()))
             if self.config.verify:
                 t = time.perf_counter()
                 ok = self.prover.verify(res, public, proof)
@@ -1013,6 +1025,7 @@ class Engine:
         s = self._stage[stage]
         s[0] += seconds
         s[1] += 1
+        s[2][bisect.bisect_left(STAGE_BUCKETS, seconds)] += 1
 
     def _finish(self, job: _Job, status: str, error: str | None):
         """Make a job final: persist through on_finished, then publish."""

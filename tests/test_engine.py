@@ -157,6 +157,7 @@ class ToyProver:
         return [None if v >= 0 else "unsatisfied witness" for v in np.asarray(w)[0]]
 
     def prove(self, res, w, use, msm_budget_bytes):
+        t0 = time.perf_counter()
         self.proving.set()
         if self.gate is not None:
             assert self.gate.wait(20), "test gate never opened"
@@ -165,7 +166,7 @@ class ToyProver:
         self.batches.append((res.pk, vals, list(use), msm_budget_bytes))
         self.threads.add(threading.current_thread().name)
         proofs = [toy_proof(res.pk, v + (v in self.wrong)) for v in vals]
-        return proofs, [[v] for v in vals], {"msm_a": 0.001}
+        return proofs, [[v] for v in vals], {"msm_a": 0.001, "total": time.perf_counter() - t0}
 
     def verify(self, res, public, proof):
         return [p == toy_proof(res.pk, x[0]) for p, x in zip(proof, public)]
@@ -205,7 +206,7 @@ def test_engine_priority_order_and_timings():
     assert r.status == "done" and r.error is None
     assert r.proof == toy_proof("porep-t", 1) + toy_proof("porep-t", 2)
     assert r.public == [[1], [2]]
-    assert {"queue_wait", "witness", "load", "check", "msm_a", "verify", "encode",
+    assert {"queue_wait", "witness", "load", "check", "msm_a", "prove", "verify", "encode",
             "total"} <= set(r.timings)
     assert results[4].timings["queue_wait"] >= results[3].timings["queue_wait"]
 
@@ -323,6 +324,10 @@ def test_engine_two_workers_and_metrics():
     assert 'jaxprove_jobs_finished_total{kind="porep",status="done"} 8' in text
     assert "jaxprove_workers 2" in text
     assert 'jaxprove_stage_seconds_count{stage="total"} 8' in text
+    assert 'jaxprove_stage_seconds_bucket{stage="total",le="+Inf"} 8' in text
+    # every proof step took ≥ 0.1 s (the stand-in's delay): none in the 0.01 and 0.03 buckets
+    assert 'jaxprove_stage_seconds_bucket{stage="prove",le="0.03"} 0' in text
+    assert "# TYPE jaxprove_stage_seconds histogram" in text
     for line in text.splitlines():                 # every sample line: name{labels} number
         if not line.startswith("#"):
             float(line.rsplit(" ", 1)[1])

@@ -475,3 +475,32 @@ def test_prove_batch_script_run_batch(tmp_path):
     assert lines[0]["partitions"] == 2 and "queue_wait" in lines[0]["timings"]
     assert "3/3 done, 1 failed" in err.getvalue()
     assert [b[1] for b in prover.batches] == [[1, 2], [-3, 4]]    # submitted before the start
+
+
+def test_engine_overlaps_witness_building_with_proving():
+    """The host thread builds batch k+1's witnesses while batch k is on the device."""
+    events = []
+    spec = toy_spec("porep", "porep-t")
+
+    def witness(parts):
+        events.append(("witness", parts[0], time.monotonic()))
+        time.sleep(0.05)
+        return spec.witness(parts)
+
+    class Timed(ToyProver):
+        def prove(self, res, w, use, m):
+            v = int(np.asarray(w)[0][0])
+            events.append(("prove-start", v, time.monotonic()))
+            out = super().prove(res, w, use, m)
+            events.append(("prove-end", v, time.monotonic()))
+            return out
+
+    reg = E.Registry([dataclasses.replace(spec, witness=witness)])
+    eng = E.Engine(reg, E.EngineConfig(), Timed(delay=0.3), devices=jax.devices()[:1])
+    jobs = [eng.submit("porep", 1, {"values": [v]}) for v in (1, 2, 3)]
+    eng.start()
+    assert all(_done(eng, j).status == "done" for j in jobs)
+    eng.shutdown()
+    t = {(kind, v): ts for kind, v, ts in events}
+    for v in (2, 3):     # built while the previous batch was being proved
+        assert t[("prove-start", v - 1)] < t[("witness", v)] < t[("prove-end", v - 1)]

@@ -29,7 +29,7 @@ inputs per partition (decimal integers); timings in seconds per stage.
 repeated SubmitProof with it returns the same job (safe retries).  Errors
 are gRPC status codes with a message: INVALID_ARGUMENT (bad JSON, unknown
 kind, bad priority or id), NOT_FOUND (unknown job), UNAVAILABLE (shutting
-down).
+down), FAILED_PRECONDITION (PreloadKeys without a proving key), INTERNAL.
 
 **Journal** (``state_dir``): a job is written to ``jobs/<id>.json`` before
 SubmitProof acknowledges it; a finished job's result is written to
@@ -336,6 +336,8 @@ class Service:
             return {"resident": self.engine.preload(req.get("kind"), req.get("sector_size"))}
         except ValueError as e:
             raise RequestError("INVALID_ARGUMENT", str(e)) from None
+        except LookupError as e:                       # no proving key in the store
+            raise RequestError("FAILED_PRECONDITION", str(e)) from None
 
     def EvictKeys(self, req: dict) -> dict:
         return {"evicted": [list(x) for x in self.engine.evict(req.get("topology"))]}
@@ -376,6 +378,9 @@ class Daemon:
                 resp = fn(req, context.is_active) if blocking else fn(req)
             except RequestError as e:
                 context.abort(getattr(grpc.StatusCode, e.code), f"{verb}: {e}")
+            except Exception as e:  # noqa: BLE001 - reported to the caller, the server lives on
+                log.exception("%s failed", verb)
+                context.abort(grpc.StatusCode.INTERNAL, f"{verb}: {type(e).__name__}: {e}")
             return _encode(resp)
 
         return grpc.unary_unary_rpc_method_handler(call)

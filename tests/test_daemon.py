@@ -273,3 +273,29 @@ def test_client_script(tmp_path):
         assert run("await")[0] == 2
     finally:
         d.stop()
+
+
+def test_preload_without_key_and_internal_errors(tmp_path):
+    class Keyless(ToyProver):
+        def load(self, spec, device):
+            if spec.topology == "snap-t":
+                raise LookupError("no proving key 'snap-t' in key store")
+            if spec.topology == "window-t":
+                raise RuntimeError("device fell over")
+            return super().load(spec, device)
+
+    d, addr = start(tmp_path, Keyless())
+    try:
+        with D.Client(addr, timeout_s=60) as c:
+            for kind, code, text in (("snap", "FAILED_PRECONDITION", "no proving key"),
+                                     ("window-post", "INTERNAL", "device fell over")):
+                with pytest.raises(grpc.RpcError) as err:
+                    c.preload(kind, 1)
+                assert err.value.code() == getattr(grpc.StatusCode, code)
+                assert text in err.value.details()
+            # a job of a kind whose key is missing fails; the server and other kinds go on
+            r = c.await_proof(c.submit("snap", 1, {"values": [1]}))
+            assert r.status == "failed" and "no proving key" in r.error
+            assert c.prove("porep", 1, {"values": [2]}).proof == toy_proof("porep-t", 2)
+    finally:
+        d.stop()

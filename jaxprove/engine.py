@@ -28,7 +28,10 @@ key and PCE matrices of each topology stay on the device within
 An entry larger than the whole budget is still admitted (everything else
 idle is evicted first).  **Streaming mode**: ``msm_budget_bytes`` is passed
 to every MSM (``ops.msm.MSMConfig.budget_bytes``) so each MSM's working set
-is bounded and its bases are processed in chunks.
+is bounded and its bases are processed in chunks.  The keys themselves stay
+on the device: ``groth16.prove`` pads the G1 bases with ``jnp.pad`` and
+passes the whole key to a jitted ``_combine``, either of which would copy
+host-resident bases to the device whole.
 
 **Pipeline.**  One worker per device (``jax.devices()`` by default), each a
 pair of threads: a host thread takes the next batch from the shared

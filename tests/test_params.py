@@ -37,6 +37,15 @@ K = 4                       # cubic circuit: 4 values, 16 constraints, 5 inputs,
 SEED = 1
 
 
+@pytest.fixture(scope="module", autouse=True)
+def _two_subgroup_chunks():
+    """The file's ~120 G1 points are checked in two chunks of 64 (the chunked
+    path, still one compiled shape per curve)."""
+    old, PR.SUBGROUP_CHUNK = PR.SUBGROUP_CHUNK, 64
+    yield
+    PR.SUBGROUP_CHUNK = old
+
+
 @pytest.fixture(scope="module")
 def keys():
     r1cs = C.record(E.cubic, K, name="cubic")
@@ -188,11 +197,12 @@ def test_damaged_files(written, tmp_path):
 
 def test_points_outside_the_subgroup(written, tmp_path):
     _, data = written
-    l0 = _offset(data, "l") + 4
     x, y = find_non_subgroup_points(G1, 1)[0]
-    bad = bytearray(data)
-    bad[l0 + 2 * 96:l0 + 3 * 96] = x.to_bytes(48, "big") + y.to_bytes(48, "big")
-    _expect(bad, "l: point 2 is not in the prime-order subgroup", tmp_path)
+    for field, i in (("l", 2), ("a", 10)):               # G1 points 41 and 65: both chunks
+        o = _offset(data, field) + 4 + i * 96
+        bad = bytearray(data)
+        bad[o:o + 96] = x.to_bytes(48, "big") + y.to_bytes(48, "big")
+        _expect(bad, f"{field}: point {i} is not in the prime-order subgroup", tmp_path)
     (x0, x1), (y0, y1) = find_non_subgroup_points(G2, 1)[0]
     bad = bytearray(data)
     bad[-192:] = b"".join(v.to_bytes(48, "big") for v in (x1, x0, y1, y0))

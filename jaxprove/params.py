@@ -28,10 +28,16 @@ positions of the matrices, so write → read is the identity on our keys.
 Reading checks what bellperson's checked reader checks, and reports the
 file, the field and the point: truncation, lengths inconsistent with each
 other or with the circuit, flags, non-canonical coordinates, points off the
-curve, outside the prime-order subgroup (on the device, one batch per curve)
-or at infinity (bellperson rejects points at infinity in every vector; the
-generator never writes one), and trailing bytes.  Writing is atomic
-(temporary name, fsync, rename).
+curve, outside the prime-order subgroup (on the device, in fixed-size
+chunks) or at infinity (rejected everywhere: bellperson rejects it in every
+vector and the generator never writes one), and trailing bytes.  Writing is
+atomic (temporary name, fsync, rename).
+
+API: ``write_params(path, pk, vk, matrices=None) -> bytes written``,
+``read_params(path, matrices) -> (pk, vk)``, ``read_params_file(path) ->
+Params`` (no circuit needed), and the steps: ``to_params``/``from_params``
+(our keys <-> the compressed content), ``to_bytes``/``from_bytes``,
+``density(matrices)``.
 
 Point conversion runs per point on the host (``ops.encoding``, about 35 µs a
 G1 point both ways on this CPU): minutes for a few million points, not meant

@@ -773,6 +773,9 @@ class Engine:
                              "kind": getattr(d, "device_kind", ""), "busy": self._busy[i]}
                             for i, d in enumerate(self.devices)],
                 "resident": resident,
+                "kinds": [{"kind": sp.kind, "sector_size": sp.sector_size,
+                           "topology": sp.topology, "priority": sp.priority.name}
+                          for sp in self.registry],
                 "budget_bytes": self.config.budget_bytes,
                 "resident_bytes": [r.used_bytes for r in self._residency],
                 "queues": self._sched.counts(),

@@ -73,6 +73,8 @@ def test_concurrent_clients_every_verb(tmp_path):
         st = c.status()
         assert st["jobs"]["done"] == 24 and st["journal"] == {"pending": 0, "results": 24}
         assert st["devices"][0]["platform"] == jax.devices()[0].platform
+        assert {"kind": "winning-post", "sector_size": 1, "topology": "winning-t",
+                "priority": "CRITICAL"} in st["kinds"]
         assert {e["topology"]: e["bytes"] for e in st["resident"]}["porep-t"] == 7
         text = c.metrics()
         assert 'jaxprove_jobs_finished_total{kind="porep",status="done"} 8' in text

@@ -442,18 +442,9 @@ def prove_snarkjs(zkey: Zkey, matrices: pce.Matrices, w, seed: int | None = None
     a, b, _ = pce.evaluate(matrices, w)
     pad = [(0, 0)] * (a.ndim - 1) + [(0, n - matrices.rows)]
     h = odd_coset_h(jnp.pad(a, pad), jnp.pad(b, pad), zkey.coset)
-    n1 = 1 << (max(matrices.num_vars, n) - 1).bit_length()
-
-    def g1_msm(bases, s):
-        p = n1 - s.shape[-1]
-        return M.msm(G1, jnp.pad(bases, [(0, 0)] * (bases.ndim - 1) + [(0, p)]),
-                     jnp.pad(s, [(0, 0)] * (s.ndim - 1) + [(0, p)]), msm_config)
-
-    msm_a, msm_b1 = g1_msm(pk.a, w), g1_msm(pk.b_g1, w)
-    msm_b2 = M.msm(G2, pk.b_g2, w, msm_config)
-    msm_l, msm_h = g1_msm(pk.l, w[..., matrices.num_inputs:]), g1_msm(pk.h, h)
     r, s = G._blinding(batch, seed)
-    return G._combine(pk, msm_a, msm_b1, msm_b2, msm_l, msm_h, r, s)
+    return G.prove_msms(pk, w, h, matrices.num_inputs, np.flatnonzero(np.asarray(matrices.bit_vars)),
+                        r, s, msm_config)
 
 
 # ------------------------------------------------------------------ JSON

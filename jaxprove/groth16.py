@@ -240,13 +240,21 @@ def _bcast(curve, pt, batch):
 
 
 def prove(pk: ProvingKey, matrices: pce.Matrices, w, seed: int | None = None,
-          msm_config: M.MSMConfig | None = None):
+          msm_config: M.MSMConfig | None = None, domain: N.Domain | None = None):
     """Proofs for a batch of witnesses w ``(8, *batch, n_vars)`` (Fr, bellperson
     order, w[..., 0] = 1) -> (Proof with batch shape ``batch``, timings dict in
     seconds per stage: spmv, ntt, msm_a, msm_b_g1, msm_b_g2, msm_l, msm_h,
     combine, total).  Blinding r, s from the CSPRNG unless ``seed``.  A witness
     that does not satisfy the circuit (a∘b ≠ c) is refused with a ValueError
-    naming each bad instance's first failing row, before any MSM."""
+    naming each bad instance's first failing row, before any MSM.
+
+    The witness values of the circuit's boolean variables (``bit_vars``, 0 or
+    1 in a satisfying witness) are summed by ``ops.msm.bits_sum`` and only the
+    other variables go through Pippenger (``ops.msm.msm_split``).  The
+    blinding terms r·δ (A), s·δ (B) are one more base of their MSMs; s·A,
+    r·B1 and −rs·δ are one batched scalar multiplication.  ``domain``
+    (``ops.ntt.domain`` of the circuit's size) may be passed to keep it
+    resident between proofs."""
     pce._check_witness(matrices, w)
     batch = w.shape[1:-1]
     if pk.a.shape[-1] != matrices.num_vars:
@@ -255,6 +263,8 @@ def prove(pk: ProvingKey, matrices: pce.Matrices, w, seed: int | None = None,
     m = 1 << log_m
     if pk.h.shape[-1] != m - 1:
         raise ValueError(f"prove: key's H query has {pk.h.shape[-1]} points, the domain needs {m - 1}")
+    if domain is not None and domain.log_n != log_m:
+        raise ValueError(f"prove: domain of size 2^{domain.log_n} for a circuit of size 2^{log_m}")
     times = {}
     t0 = t = time.perf_counter()
 
@@ -274,40 +284,61 @@ def prove(pk: ProvingKey, matrices: pce.Matrices, w, seed: int | None = None,
                          f"(instance, first failing row) = {bad[:8]}")
     pad = [(0, 0)] * (a.ndim - 1) + [(0, m - matrices.rows)]
     a, b, c = (jnp.pad(x, pad) for x in (a, b, c))
-    h = lap("ntt", _h_coefficients(a, b, c, N.domain(log_m)))
-    aux = w[..., matrices.num_inputs:]
-    # the G1 MSMs run at one padded size (zero scalars are skipped), so they share one program
-    n1 = 1 << (max(matrices.num_vars, matrices.num_aux, m - 1) - 1).bit_length()
-
-    def g1_msm(bases, s):
-        pad = n1 - s.shape[-1]
-        return M.msm(G1, jnp.pad(bases, [(0, 0)] * (bases.ndim - 1) + [(0, pad)]),
-                     jnp.pad(s, [(0, 0)] * (s.ndim - 1) + [(0, pad)]), msm_config)
-
-    msm_a = lap("msm_a", g1_msm(pk.a, w))
-    msm_b1 = lap("msm_b_g1", g1_msm(pk.b_g1, w))
-    msm_b2 = lap("msm_b_g2", M.msm(G2, pk.b_g2, w, msm_config))
-    msm_l = lap("msm_l", g1_msm(pk.l, aux))
-    msm_h = lap("msm_h", g1_msm(pk.h, h))
+    h = lap("ntt", _h_coefficients(a, b, c, domain or N.domain(log_m)))
     r, s = _blinding(batch, seed)
-    proof = lap("combine", _combine(pk, msm_a, msm_b1, msm_b2, msm_l, msm_h, r, s))
+    bits = np.flatnonzero(np.asarray(matrices.bit_vars))
+    proof = prove_msms(pk, w, h, matrices.num_inputs, bits, r, s, msm_config, lap)
     times["total"] = time.perf_counter() - t0
     return proof, times
 
 
+def prove_msms(pk: ProvingKey, w, h, num_inputs: int, bit_positions, r, s,
+               msm_config: M.MSMConfig | None = None, lap=lambda name, x: x) -> Proof:
+    """The MSMs and the combination of a proof, shared by every H convention
+    (ours, snarkjs's): witness w ``(8, *batch, n_vars)``, h coefficients
+    ``(8, *batch, len(pk.h))``, blinding r, s ``(8, *batch)``.
+    ``bit_positions``: host indices of variables that are 0/1 in every
+    satisfying witness (summed by ``ops.msm.bits_sum``).  ``lap(stage, x)``
+    is called on each stage's result (timing)."""
+    batch = w.shape[1:-1]
+    bits = np.asarray(bit_positions, np.int64)
+    with_delta = functools.partial(_append, batch=batch)     # the blinding base at position n_vars
+
+    def split(curve, bases, scalars, positions):
+        return M.msm_split(curve, bases, scalars, positions, msm_config)
+
+    msm_a = lap("msm_a", split(G1, *with_delta(pk.a, w, pk.delta_g1, r), bits))
+    msm_b1 = lap("msm_b_g1", split(G1, *with_delta(pk.b_g1, w, pk.delta_g1, s), bits))
+    msm_b2 = lap("msm_b_g2", split(G2, *with_delta(pk.b_g2, w, pk.delta_g2, s), bits))
+    msm_l = lap("msm_l", split(G1, pk.l, w[..., num_inputs:], bits[bits >= num_inputs] - num_inputs))
+    msm_h = lap("msm_h", M.msm(G1, pk.h, h, msm_config))
+    fixed = tuple(jnp.asarray(x) for x in (pk.alpha_g1, pk.beta_g1, pk.beta_g2, pk.delta_g1))
+    return lap("combine", _combine(fixed, msm_a, msm_b1, msm_b2, msm_l, msm_h, r, s))
+
+
+def _append(bases, scalars, point, k, batch):
+    """(bases ‖ point, scalars ‖ k): one more MSM term k·point, k ``(8, *batch)``.
+    Host bases (streaming mode) stay on the host."""
+    kb = jnp.broadcast_to(k.reshape((8,) + tuple(batch) + (1,)), (8,) + tuple(batch) + (1,))
+    xp = np if isinstance(bases, np.ndarray) else jnp
+    return (xp.concatenate([bases, xp.asarray(point)[..., None]], axis=-1),
+            jnp.concatenate([scalars, kb], axis=-1))
+
+
 @jax.jit
-def _combine(pk, msm_a, msm_b1, msm_b2, msm_l, msm_h, r, s):
+def _combine(fixed, msm_a, msm_b1, msm_b2, msm_l, msm_h, r, s):
+    """A = α + (Σ w A + r·δ), B = β + (Σ w B + s·δ), C = Σ L + Σ H + s·A + r·B1 − rs·δ
+    (the r·δ, s·δ terms are inside the MSMs; the three products of C are one
+    batched double-and-add)."""
+    alpha_g1, beta_g1, beta_g2, delta_g1 = fixed
     batch = r.shape[1:]
-    d1 = _bcast(G1, pk.delta_g1, batch)
-    A = G1.add(G1.add(msm_a, _bcast(G1, pk.alpha_g1, batch)), G1.scalar_mul(d1, r))
-    B2 = G2.add(G2.add(msm_b2, _bcast(G2, pk.beta_g2, batch)),
-                G2.scalar_mul(_bcast(G2, pk.delta_g2, batch), s))
-    B1 = G1.add(G1.add(msm_b1, _bcast(G1, pk.beta_g1, batch)), G1.scalar_mul(d1, s))
-    rs = Fr.mul(r, s)
-    C = G1.add(msm_l, msm_h)
-    C = G1.add(C, G1.scalar_mul(A, s))
-    C = G1.add(C, G1.scalar_mul(B1, r))
-    C = G1.add(C, G1.neg(G1.scalar_mul(d1, rs)))
+    A = G1.add(msm_a, _bcast(G1, alpha_g1, batch))
+    B2 = G2.add(msm_b2, _bcast(G2, beta_g2, batch))
+    B1 = G1.add(msm_b1, _bcast(G1, beta_g1, batch))
+    d1 = _bcast(G1, delta_g1, batch)
+    terms = G1.scalar_mul(jnp.stack([A, B1, d1], axis=-1),
+                          jnp.stack([s, r, Fr.neg(Fr.mul(r, s))], axis=-1))
+    C = G1.add(G1.add(msm_l, msm_h), G1.add(G1.add(terms[..., 0], terms[..., 1]), terms[..., 2]))
     return Proof(G1.to_affine(A), G2.to_affine(B2), G1.to_affine(C))
 
 

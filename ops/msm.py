@@ -450,6 +450,56 @@ def msm(curve: Curve, bases, scalars, config: MSMConfig | None = None):
     return _reduce_jit(curve, buckets, G, c, cfg).reshape(curve.proj + batch)
 
 
+@functools.partial(jax.jit, static_argnums=(0, 3))
+def _bits_jit(curve, bases, bits, cfg):
+    G, N = bits.shape
+    keys = jnp.where(bits, jnp.arange(G, dtype=jnp.int32)[:, None], jnp.int32(G)).reshape(-1)
+    payload = jnp.broadcast_to(jnp.arange(N, dtype=jnp.uint32), (G, N)).reshape(-1)
+    return bucket_sums(curve, point_major(curve, bases), keys, payload, G, cfg)
+
+
+def bits_sum(curve: Curve, bases, bits, config: MSMConfig | None = None):
+    """Σ_{b_i = 1} P_i for 0/1 vectors (cuzk's "batch addition"): bases affine
+    ``(2, *fp, N)``, bits bool ``(*batch, N)`` -> projective ``(3, *fp, *batch)``.
+
+    The MSM of a bit-valued scalar vector without windows or bucket
+    reduction: each set position is one entry with the key of its vector
+    (the rest get the sentinel), one sort of batch·N keys, then the
+    segmented sum of ``bucket_sums``, whose output buckets are the sums."""
+    cfg = config or default_config()
+    bases = jnp.asarray(bases)
+    if bases.ndim != len(curve.aff) + 1 or tuple(bases.shape[:-1]) != curve.aff:
+        raise ValueError(f"bits_sum: bases must be affine {curve.name} points of shape "
+                         f"{curve.aff + ('N',)}, got {tuple(bases.shape)}")
+    bits = jnp.asarray(bits)
+    if bits.ndim < 1 or bits.shape[-1] != bases.shape[-1]:
+        raise ValueError(f"bits_sum: bits must be (*batch, {bases.shape[-1]}), got {bits.shape}")
+    batch = bits.shape[:-1]
+    out = _bits_jit(curve, bases, bits.reshape(-1, bits.shape[-1]).astype(bool), cfg)
+    return out.reshape(curve.proj + batch)
+
+
+def msm_split(curve: Curve, bases, scalars, bit_positions, config: MSMConfig | None = None):
+    """Σ_i s_i·P_i where the scalars at ``bit_positions`` (host int array,
+    the same for every vector) are known to be 0 or 1 (e.g. a circuit's
+    boolean-constrained variables in a satisfying witness): those positions
+    are summed by ``bits_sum`` and only the others go through Pippenger
+    (``msm``) at their own, smaller size.  Shapes as ``msm``."""
+    n = bases.shape[-1]
+    bit_positions = np.asarray(bit_positions, np.int64)
+    dense = np.setdiff1d(np.arange(n), bit_positions)
+    if len(bit_positions) == 0:
+        return msm(curve, bases, scalars, config)
+    # host bases (streaming mode) are gathered on the host and stay there
+    take = np.take if isinstance(bases, np.ndarray) else jnp.take
+    out = bits_sum(curve, take(bases, bit_positions, axis=-1),
+                   ~Fr.is_zero(jnp.take(scalars, jnp.asarray(bit_positions), axis=-1)), config)
+    if len(dense):
+        out = curve.add(out, msm(curve, take(bases, dense, axis=-1),
+                                 jnp.take(scalars, jnp.asarray(dense), axis=-1), config))
+    return out
+
+
 @functools.partial(jax.jit, static_argnums=0)
 def msm_reference(curve: Curve, bases, scalars):
     """The plain definition, for tests: s_i·P_i per element by double-and-add

@@ -95,6 +95,26 @@ def test_msm_structured_scalars(g1_bases, kind):
     assert _run(bases, sc) == _expected(ks, sc)
 
 
+def test_bits_sum_and_split(g1_bases):
+    """bits_sum = Σ of the selected bases (batched, with an all-zero row);
+    msm_split = msm when the declared bit positions hold 0/1 (the identity
+    and repeated bases among them), the rest random."""
+    ks, bases = g1_bases
+    rng = random.Random(8)
+    rows = [[rng.randrange(2) for _ in range(N)], [0] * N, [1] * N]
+    got = G1.to_affine_ints(M.bits_sum(G1, bases, jnp.asarray(np.array(rows, bool)), CFG))
+    assert got == [_expected(ks, r) for r in rows]
+    bit_pos = np.array(sorted(rng.sample(range(N), 24)))
+    sc = [rng.randrange(R) for _ in range(N)]
+    for i in bit_pos:
+        sc[i] = rng.randrange(2)
+    s = jnp.asarray(Fr.from_int(np.array([sc], dtype=object)))
+    out = M.msm_split(G1, bases, s, bit_pos, CFG)
+    assert G1.to_affine_ints(out[..., 0]) == _expected(ks, sc)
+    with pytest.raises(ValueError, match="bits must be"):
+        M.bits_sum(G1, bases, jnp.ones((N + 1,), bool), CFG)
+
+
 def test_msm_batched_equals_each(g1_bases):
     ks, bases = g1_bases
     rng = random.Random(4)

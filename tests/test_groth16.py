@@ -168,3 +168,16 @@ def test_qap_at_equals_lagrange_interpolation(circuit):
             for k in range(mat.indptr[i], mat.indptr[i + 1]):
                 want[mat.cols[k]] = (want[mat.cols[k]] + r1cs.coeffs[mat.coeff_ids[k]] * ell[i]) % R
         assert [int(x) for x in Fr.to_int(np.asarray(dev))] == want
+
+
+def test_streaming_prove_from_host_memory(circuit):
+    """Bases in host memory (numpy) with a device budget: the MSMs stream them
+    in chunks (ops.msm budget_bytes) and the proof still verifies."""
+    from ops import msm as M
+    r1cs, w, pk, vk, _, _, ys = circuit
+    host_pk = G.ProvingKey(*(np.asarray(x) for x in pk))
+    small = M.MSMConfig(window=4, lanes=8, small_lanes=4, min_steps=4)
+    budget = M.working_set_bytes(G2, 8, 2, 4, small)      # G2 chunks of 8 points, G1 larger
+    cfg = M.MSMConfig(window=4, lanes=8, small_lanes=4, min_steps=4, budget_bytes=budget)
+    proof, _ = G.prove(host_pk, pce.extract(r1cs), w, seed=5, msm_config=cfg)
+    assert np.all(np.asarray(G.verify(vk, ys, proof)))

@@ -39,7 +39,8 @@ challenge, per tree level leaves first, the a − 1 siblings in child order):
   "root_r_old", "root_r_new", "h"? (default the size's h), "partitions":
   [{"k"? (default: its position), "apex_leaves": [A], "partition_path":
   [pbl], "leaf_r_old": [K], "leaf_d_new": [K], "path_r_old": [K × levels ×
-  (a − 1)], "path_r_new": (same), "path_d": [K × hl]}, … one per partition]}``.
+  (a − 1)], "path_r_new": (same), "path_d": [K × hl × 1] (tree D below the
+  apex leaf)}, … one per partition]}``.
   The challenges are derived inside the circuit from comm_r_new.
   ``snap_json(cases)`` writes it from ``snap.synthetic_snap`` cases.
 
@@ -56,7 +57,9 @@ API: ``filecoin_specs(sizes=SIZES) -> list[CircuitSpec]``,
 ``filecoin_registry(sizes=SIZES, **builtin_args) -> Registry`` (the builtin
 example kinds and these), ``named_registry(name) -> Registry`` ("builtin" or
 "filecoin"), ``post_spec``, ``porep_spec``, ``snap_spec``, ``post_json``,
-``snap_json``, ``PRIORITIES``, ``SIZES``.
+``snap_json``, ``parse_post`` / ``parse_porep`` / ``parse_snap`` (the
+splits), ``post_inputs`` / ``snap_inputs`` (parsed partitions -> the
+circuit's stacked witness inputs), ``PRIORITIES``, ``SIZES``.
 """
 from __future__ import annotations
 
@@ -233,21 +236,27 @@ def parse_post(inputs, p: Z.SectorSize, kind: str) -> list:
     return out
 
 
-def post_witness(parts: list, arities, sectors: int, challenges: int):
-    """Fr witnesses (8, len(parts), n_vars) of parsed PoSt partitions."""
+def post_inputs(parts: list):
+    """``post.PoStInputs`` of parsed partitions stacked on the instance axis
+    (``post.in_axes``): Fr (8, B, S), (8, B, S, K), index (B, S, K), ..."""
     import jax.numpy as jnp
 
-    from circuits import cs as C
     from circuits.filecoin import post as P
     from circuits.filecoin import synthetic as Y
     from circuits.gadgets.merkle import MerklePath
     st = lambda f: Y.to_fr(np.stack([getattr(x, f) for x in parts]))      # noqa: E731
-    inputs = P.PoStInputs(
+    return P.PoStInputs(
         st("comm_r"), st("comm_c"), st("comm_r_last"), st("leaves"),
         MerklePath(jnp.asarray(np.stack([x.index for x in parts])),
                    tuple(Y.to_fr(np.stack([x.siblings[lv] for x in parts]))
-                         for lv in range(len(arities)))))
-    return C.witness(P.fallback_post, inputs, tuple(arities), sectors, challenges,
+                         for lv in range(len(parts[0].siblings)))))
+
+
+def post_witness(parts: list, arities, sectors: int, challenges: int):
+    """Fr witnesses (8, len(parts), n_vars) of parsed PoSt partitions."""
+    from circuits import cs as C
+    from circuits.filecoin import post as P
+    return C.witness(P.fallback_post, post_inputs(parts), tuple(arities), sectors, challenges,
                      in_axes=P.in_axes(len(arities)))
 
 
@@ -412,32 +421,46 @@ def parse_snap(inputs, shape, size: str) -> list:
     return out
 
 
-def snap_witness(parts: list, shape):
-    """Fr witnesses (8, len(parts), n_vars) of parsed SnapDeals partitions."""
-    from circuits import cs as C
+def snap_inputs(parts: list, shape):
+    """``snap.SnapInputs`` of parsed partitions stacked on the instance axis
+    (axis 1 of every Fr array, ``snap.in_axes``)."""
     from circuits.filecoin import snap as SN
     from circuits.filecoin import synthetic as Y
     st = lambda f: np.stack([getattr(x, f) for x in parts])                # noqa: E731
     lv = lambda f, n: tuple(Y.to_fr(np.stack([getattr(x, f)[i] for x in parts]))  # noqa: E731
                             for i in range(n))
     scalars = Y.to_fr(st("scalars"))                                       # (8, B, 7)
-    inputs = SN.SnapInputs(
+    return SN.SnapInputs(
         *(scalars[:, :, i] for i in range(7)), Y.to_fr(st("apex_leaves")),
         lv("partition_path", shape.pbl), Y.to_fr(st("leaf_r_old")), Y.to_fr(st("leaf_d_new")),
         lv("path_r_old", len(shape.arities)), lv("path_r_new", len(shape.arities)),
         lv("path_d", shape.hl))
-    return C.witness(SN.empty_sector_update, inputs, shape, in_axes=SN.in_axes(shape))
 
 
-def snap_json(cases: list, h: int | None = None) -> dict:
+def snap_witness(parts: list, shape):
+    """Fr witnesses (8, len(parts), n_vars) of parsed SnapDeals partitions."""
+    from circuits import cs as C
+    from circuits.filecoin import snap as SN
+    return C.witness(SN.empty_sector_update, snap_inputs(parts, shape), shape,
+                     in_axes=SN.in_axes(shape))
+
+
+def snap_json(cases: list) -> dict:
     """The SnapDeals JSON form of ``snap.synthetic_snap`` cases of one sector
     (one per partition)."""
     first = cases[0]
     if any(c.public[1:] != first.public[1:] or c.comm_c != first.comm_c for c in cases):
         raise ValueError("snap_json: the cases must be partitions of one sector")
-    flat = lambda a: [str(x) for x in np.asarray(_to_ints(a), dtype=object).reshape(-1)]  # noqa
-    per_chal = lambda levels: [[[str(x) for x in np.asarray(lv, dtype=object)[j].reshape(-1)]  # noqa
-                                for lv in levels] for j in range(len(levels[0]))]
+
+    def flat(a):
+        return [str(x) for x in np.asarray(_to_ints(a), dtype=object).reshape(-1)]
+
+    def paths(levels):
+        """Per level Fr (8, K, a − 1) -> [K × levels × (a − 1)] strings."""
+        ints = [np.asarray(_to_ints(lv), dtype=object) for lv in levels]
+        return [[[str(x) for x in lv[j]] for lv in ints] for j in range(ints[0].shape[0])] \
+            if ints else None
+
     parts = []
     for c in cases:
         inp = c.inputs
@@ -445,18 +468,12 @@ def snap_json(cases: list, h: int | None = None) -> dict:
             "k": int(c.k), "apex_leaves": flat(inp.apex_leaves),
             "partition_path": [flat(s)[0] for s in inp.partition_path],
             "leaf_r_old": flat(inp.leaf_r_old), "leaf_d_new": flat(inp.leaf_d_new),
-            "path_r_old": per_chal([_to_ints(s) for s in inp.path_r_old]),
-            "path_r_new": per_chal([_to_ints(s) for s in inp.path_r_new]),
-            "path_d": [[x[0] for x in row]
-                       for row in per_chal([_to_ints(s) for s in inp.path_d])]
-            if inp.path_d else [[] for _ in range(len(c.challenges))]})
-    out = {"comm_r_old": str(first.public[1]), "comm_d_new": str(first.public[2]),
-           "comm_r_new": str(first.public[3]), "comm_c": str(first.comm_c),
-           "root_r_old": str(first.root_r_old), "root_r_new": str(first.root_r_new),
-           "partitions": parts}
-    if h is not None:
-        out["h"] = h
-    return out
+            "path_r_old": paths(inp.path_r_old), "path_r_new": paths(inp.path_r_new),
+            "path_d": paths(inp.path_d) or [[] for _ in range(len(c.challenges))]})
+    return {"comm_r_old": str(first.public[1]), "comm_d_new": str(first.public[2]),
+            "comm_r_new": str(first.public[3]), "comm_c": str(first.comm_c),
+            "root_r_old": str(first.root_r_old), "root_r_new": str(first.root_r_new),
+            "partitions": parts}
 
 
 def snap_spec(size: str) -> CircuitSpec:
@@ -518,5 +535,5 @@ def named_registry(name: str) -> E.Registry:
 
 
 __all__ = ["filecoin_specs", "filecoin_registry", "named_registry", "post_spec", "porep_spec",
-           "snap_spec", "post_json", "snap_json", "parse_post", "parse_porep", "parse_snap",
-           "PoStPart", "SnapPart", "PRIORITIES", "SIZES", "REGISTRIES"]
+           "snap_spec", "post_json", "snap_json", "post_inputs", "snap_inputs", "parse_post",
+           "parse_porep", "parse_snap", "PoStPart", "SnapPart", "PRIORITIES", "SIZES", "REGISTRIES"]

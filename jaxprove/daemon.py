@@ -44,7 +44,10 @@ the queued jobs back to the journal for the next start.
 
 **Configuration**: a JSON or TOML file (flat keys, or grouped in tables whose
 keys are merged) with the fields of ``DaemonConfig``; command-line flags
-override it.  ``grpc`` is imported only when a server or client is made.
+override it; ``registry`` picks the proof kinds ("builtin": the examples,
+"filecoin": also WinningPoSt, WindowPoSt, PoRep and SnapDeals at every sector
+size, ``jaxprove.filecoin_kinds``).  ``grpc`` is imported only when a server
+or client is made.
 """
 from __future__ import annotations
 
@@ -86,6 +89,7 @@ class DaemonConfig:
     drain_on_shutdown: bool = True
     rpc_threads: int = 32
     max_message_bytes: int = 1 << 30          # PoRep C1 inputs are ~50–200 MB
+    registry: str = "builtin"                 # "filecoin": also the Filecoin kinds (filecoin_kinds)
 
     def engine_config(self) -> E.EngineConfig:
         return E.EngineConfig(max_batch_size=self.max_batch_size,
@@ -224,6 +228,9 @@ class Service:
         import jax
         self.config = config
         self.journal = Journal(config.state_dir)
+        if registry is None and config.registry != "builtin":
+            from jaxprove.filecoin_kinds import named_registry
+            registry = named_registry(config.registry)
         self.registry = registry if registry is not None else E.builtin_registry()
         if prover is None:
             prover = E.Groth16Prover(config.keys_dir, config.pce_dir, config.setup_on_first_use,

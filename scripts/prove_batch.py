@@ -11,6 +11,8 @@ second, median job seconds) to ``--log``.  Exits non-zero if a job failed.
     python3 scripts/prove_batch.py --kind cubic --sector_size 64 --synthetic 16 \\
         --keys_dir keys --max_batch_size 4 --log timings.jsonl
     python3 scripts/prove_batch.py --kind sha256-preimage --sector_size 64 --inputs_dir in/
+    python3 scripts/prove_batch.py --registry filecoin --kind window-post --sector_size 2048 \
+        --synthetic 4 --keys_dir keys
 
 Keys come from ``--keys_dir`` (``groth16.save_keys`` entries named by
 ``engine.key_name``); ``--setup_on_first_use`` runs a setup where one is
@@ -36,6 +38,9 @@ FLAGS = flags.FLAGS
 def define_flags():
     """Defined when run as a script only, so importing this module defines no flags."""
     flags.DEFINE_string("kind", "cubic", "proof kind (engine registry)")
+    flags.DEFINE_enum("registry", "builtin", ["builtin", "filecoin"],
+                      "proof kinds: the examples, or also the Filecoin kinds "
+                      "(sector_size in bytes, e.g. 2048 for 2KiB)")
     flags.DEFINE_integer("sector_size", 64, "sector size (for the examples: the circuit size)")
     flags.DEFINE_string("inputs_dir", None, "directory of JSON input files, one job each")
     flags.DEFINE_integer("synthetic", None, "prove N synthetic instances instead", lower_bound=1)
@@ -118,7 +123,11 @@ def main(argv):
     if FLAGS.cache:
         from jaxprove.cache import enable_compilation_cache
         enable_compilation_cache()
-    registry = E.builtin_registry()
+    if FLAGS.registry == "builtin":
+        registry = E.builtin_registry()
+    else:
+        from jaxprove.filecoin_kinds import named_registry
+        registry = named_registry(FLAGS.registry)
     spec = registry.get(FLAGS.kind, FLAGS.sector_size)
     if FLAGS.inputs_dir:
         named = []

@@ -272,7 +272,8 @@ def test_snap_json_round_trip_and_bad_inputs():
         (_bad(job, lambda d: d.pop("comm_c")), "snap 2KiB: missing field 'comm_c'"),
         (_bad(job, lambda d: d.update(h=5)), r"h = 5 is not one of the allowed \(1, 1"),
         (_bad(job, lambda d: d["partitions"].append(part(d))), "2 partitions, expected 1"),
-        (_bad(job, lambda d: part(d).update(k=1)), r"partition 0 k: expected an integer in \[0, 1\)"),
+        (_bad(job, lambda d: part(d).update(k=1)),
+         r"partition 0 k: expected an integer in \[0, 1\)"),
         (_bad(job, lambda d: part(d)["leaf_r_old"].pop()), "leaf_r_old: expected a list of 10"),
         (_bad(job, lambda d: part(d)["path_d"][0].pop()), r"path_d\[0\]: expected 3 levels"),
         (_bad(job, lambda d: part(d)["apex_leaves"].__setitem__(2, -1)),
@@ -281,6 +282,35 @@ def test_snap_json_round_trip_and_bad_inputs():
     for bad, msg in cases:
         with pytest.raises(ValueError, match=msg):
             spec.split(bad)
+
+
+# ---------------------------------------------------------------- hooks
+def test_daemon_and_prove_batch_pick_the_filecoin_registry(tmp_path):
+    """``registry = "filecoin"`` in the daemon's configuration and
+    ``--registry filecoin`` in prove_batch resolve the Filecoin kinds."""
+    import os
+    import subprocess
+    import sys
+
+    from jaxprove import daemon as D
+    cfg = D.load_config(None, state_dir=str(tmp_path / "state"), registry="filecoin")
+    svc = D.Service(cfg, prover=CheckingProver(), devices=jax.devices()[:1])
+    assert svc.registry.get("winning-post", 32 << 30).priority == Priority.CRITICAL
+    with pytest.raises(D.RequestError, match="unknown proof kind 'porep'"):
+        D.Service(D.load_config(None, state_dir=str(tmp_path / "s2")),
+                  prover=CheckingProver(), devices=jax.devices()[:1]).SubmitProof(
+            {"kind": "porep", "sector_size": KIB2, "inputs": {}})
+    with pytest.raises(ValueError, match="unknown registry"):
+        D.Service(D.load_config(None, state_dir=str(tmp_path / "s3"), registry="x"),
+                  prover=CheckingProver(), devices=jax.devices()[:1])
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    empty = tmp_path / "in"
+    empty.mkdir()
+    run = subprocess.run([sys.executable, os.path.join(root, "scripts", "prove_batch.py"),
+                          "--registry", "filecoin", "--kind", "window-post", "--sector_size",
+                          str(KIB2), "--inputs_dir", str(empty), "--nocache"],
+                         capture_output=True, text=True, timeout=120)
+    assert run.returncode == 2 and "no .json input files" in run.stderr, run.stderr[-2000:]
 
 
 # ---------------------------------------------------------------- slow: the other witnesses

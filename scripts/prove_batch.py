@@ -11,7 +11,7 @@ second, median job seconds) to ``--log``.  Exits non-zero if a job failed.
     python3 scripts/prove_batch.py --kind cubic --sector_size 64 --synthetic 16 \\
         --keys_dir keys --max_batch_size 4 --log timings.jsonl
     python3 scripts/prove_batch.py --kind sha256-preimage --sector_size 64 --inputs_dir in/
-    python3 scripts/prove_batch.py --registry filecoin --kind window-post --sector_size 2048 \
+    python3 scripts/prove_batch.py --registry filecoin --kind window-post --sector_size 2048 \\
         --synthetic 4 --keys_dir keys
 
 Keys come from ``--keys_dir`` (``groth16.save_keys`` entries named by

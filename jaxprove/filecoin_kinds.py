@@ -70,11 +70,11 @@ import numpy as np
 from circuits.filecoin import sizes as Z
 from jaxprove import engine as E
 from jaxprove.engine import CircuitSpec, Priority
+from ops.field import R_FR as _R
 
 SIZES = tuple(Z.SIZES)
 PRIORITIES = {"winning-post": Priority.CRITICAL, "window-post": Priority.HIGH,
               "porep": Priority.NORMAL, "snap": Priority.NORMAL}
-_R = 0x73EDA753299D7D483339D80809A1D80553BDA402FFFE5BFEFFFFFFFF00000001   # BLS12-381 r
 _LIMBS = 8
 
 

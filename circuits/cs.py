@@ -82,6 +82,7 @@ INPUT_BASE = -(1 << 40)          # id of input i is INPUT_BASE + i
 ONE = INPUT_BASE                 # the constant variable (input 0)
 NOVAR = np.iinfo(np.int64).min   # an unallocated (masked-out) slot
 _PAD = np.iinfo(np.int64).max    # sort key of dropped terms
+_SMALL = 2048                    # arrays up to this size: plain numpy calls (less overhead)
 
 
 # ---------------------------------------------------------------- the interface
@@ -114,6 +115,41 @@ class R1CS(NamedTuple):
 
 
 # ---------------------------------------------------------------- coefficients
+def _core(*arrays):
+    """Broadcast the arrays against each other; along every axis on which all
+    of them repeat one value (stride 0), keep a single slice.  Returns
+    (broadcast shape, the reduced arrays): an element-wise result on the
+    reduced arrays, broadcast to the shape (``_expand``), is the result on
+    the full ones."""
+    arrs = np.broadcast_arrays(*arrays)
+    shape = arrs[0].shape
+    idx = tuple(slice(0, 1) if all(x.strides[i] == 0 for x in arrs) else slice(None)
+                for i in range(len(shape)))
+    return shape, [x[idx] for x in arrs]
+
+
+def _expand(x, shape):
+    """``x`` (a reduced result of ``_core``) broadcast to ``shape``: a
+    read-only view when ``x`` is smaller (LC arrays are never written)."""
+    return x if x.shape == shape else np.broadcast_to(x, shape)
+
+
+def _distinct(x, size: int):
+    """``np.unique(x, return_inverse=True)`` for a flat array of integers in
+    [0, size): the sorted distinct values and each element's index among
+    them.  O(len(x)) through a table of ``size`` entries when ``size`` is at
+    most a few times len(x), else a sort."""
+    if size > 4 * x.size + 4096:
+        u, inv = np.unique(x, return_inverse=True)
+        return u, inv.reshape(-1)
+    present = np.zeros(size, bool)
+    present[x] = True
+    u = np.flatnonzero(present)
+    rank = np.zeros(size, np.intp)
+    rank[u] = np.arange(u.size)
+    return u, rank[x]
+
+
 class CoeffTable:
     """Interned canonical Fr coefficients of one recording; arithmetic on id
     arrays is vectorised by evaluating each distinct operand pair once."""
@@ -148,17 +184,35 @@ class CoeffTable:
 
     def _unary(self, a, op):
         a = np.asarray(a, np.int32)
-        u, inv = np.unique(a, return_inverse=True)
+        if a.size > _SMALL:
+            shape, (a,) = _core(a)
+            u, inv = _distinct(a.reshape(-1), len(self.values))
+        else:
+            shape = a.shape
+            u, inv = np.unique(a, return_inverse=True)
         res = np.asarray([self.id(op(self.values[i])) for i in u.tolist()], np.int32)
-        return res[inv].reshape(a.shape)
+        return _expand(res[inv].reshape(a.shape), shape)
 
     def _binary(self, a, b, op):
-        a, b = np.broadcast_arrays(np.asarray(a, np.int32), np.asarray(b, np.int32))
-        key = (a.astype(np.int64) << 32) | b.astype(np.int64)
-        u, inv = np.unique(key, return_inverse=True)
-        res = np.asarray([self.id(op(self.values[k >> 32], self.values[k & 0xFFFFFFFF]))
-                          for k in u.tolist()], np.int32)
-        return res[inv].reshape(a.shape)
+        """op over pairs of ids, each distinct pair once, in the order of
+        ``np.unique`` over (a, b) (so new values are interned in that order)."""
+        a, b = np.asarray(a, np.int32), np.asarray(b, np.int32)
+        vals = self.values
+        if a.size <= _SMALL and b.size <= _SMALL:
+            a, b = np.broadcast_arrays(a, b)
+            key = (a.astype(np.int64) << 32) | b.astype(np.int64)
+            u, inv = np.unique(key, return_inverse=True)
+            res = np.asarray([self.id(op(vals[k >> 32], vals[k & 0xFFFFFFFF]))
+                              for k in u.tolist()], np.int32)
+            return res[inv].reshape(a.shape)
+        shape, (a, b) = _core(a, b)
+        ua, ia = _distinct(a.reshape(-1), len(vals))
+        ub, ib = _distinct(b.reshape(-1), len(vals))
+        u, inv = _distinct(ia.astype(np.int64) * ub.size + ib, ua.size * ub.size)
+        res = np.asarray([self.id(op(vals[x], vals[y]))
+                          for x, y in zip(ua[u // ub.size].tolist(), ub[u % ub.size].tolist())],
+                         np.int32)
+        return _expand(res[inv].reshape(a.shape), shape)
 
     def neg(self, a):
         return self._unary(a, lambda x: -x)
@@ -274,6 +328,46 @@ def select_lc(cases, lcs) -> LC:
 
 
 # ---------------------------------------------------------------- record mode
+def _sort_rows(key, coef, tries: int = 3):
+    """Stable sort of every row of ``key`` (n, k), ``coef`` carried along.
+
+    The rows of one block usually share one sorting permutation (a gadget's
+    terms are laid out alike in every instance): the stable argsort of the
+    first row is applied to all rows and checked (adjacent keys increase,
+    equal keys stay in their original order; the order of dropped ``_PAD``
+    terms does not matter); rows it does not sort try the first such row's
+    permutation, and after ``tries`` permutations the rest is argsorted row
+    by row.  The result equals ``np.argsort(key, 1, kind="stable")``'s."""
+    n, k = key.shape
+    if k == 1:
+        return key, coef
+    if n * k <= _SMALL:
+        order = np.argsort(key, axis=1, kind="stable")
+        return np.take_along_axis(key, order, 1), np.take_along_axis(coef, order, 1)
+    out_k, out_c = key, coef
+    todo = None                                   # None: all rows
+    for _ in range(tries):
+        kk = key if todo is None else key[todo]
+        cc = coef if todo is None else coef[todo]
+        perm = np.argsort(kk[0], kind="stable")
+        ks, cs = kk[:, perm], cc[:, perm]
+        lo, hi = ks[:, :-1], ks[:, 1:]
+        ok = ((lo < hi) | ((lo == hi) & ((perm[:-1] < perm[1:]) | (lo == _PAD)))).all(1)
+        if todo is None:
+            out_k, out_c = ks, cs
+            bad = np.flatnonzero(~ok)
+        else:
+            out_k[todo[ok]], out_c[todo[ok]] = ks[ok], cs[ok]
+            bad = todo[~ok]
+        if bad.size == 0:
+            return out_k, out_c
+        todo = bad
+    order = np.argsort(key[todo], axis=1, kind="stable")
+    out_k[todo] = np.take_along_axis(key[todo], order, 1)
+    out_c[todo] = np.take_along_axis(coef[todo], order, 1)
+    return out_k, out_c
+
+
 def _canonical_rows(lc: LC):
     """Rows (n, k) -> CSR fragment (lengths (n,), ids (nnz,), coeff ids (nnz,)):
     sorted by variable, repeated variables merged, zero terms dropped."""
@@ -281,38 +375,60 @@ def _canonical_rows(lc: LC):
     n, k = var.shape
     if k == 0 or n == 0:
         return np.zeros(n, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int32)
-    key = np.where(coef != 0, var, _PAD)
-    order = np.argsort(key, axis=1, kind="stable")
-    key = np.take_along_axis(key, order, 1)
-    coef = np.take_along_axis(coef, order, 1)
-    live = key != _PAD
-    rows = np.broadcast_to(np.arange(n)[:, None], (n, k))[live]
-    v, c = key[live], coef[live]
-    if v.size and (v == NOVAR).any():
+    key, coef = _sort_rows(np.where(coef != 0, var, _PAD), np.asarray(coef, np.int32))
+    if (key[:, 0] == NOVAR).any():                # NOVAR sorts first
         raise ValueError("enforce: a linear combination uses an unallocated (masked-out) "
                          "variable slot")
-    if v.size > 1:
-        first = np.ones(v.size, bool)
-        first[1:] = (rows[1:] != rows[:-1]) | (v[1:] != v[:-1])
-        if not first.all():
-            starts = np.flatnonzero(first)
-            gid = np.cumsum(first) - 1
-            dup = np.flatnonzero(~first)
-            rank = dup - starts[gid[dup]]
-            acc = c[starts].copy()
-            order = np.argsort(rank, kind="stable")
-            dup, rank = dup[order], rank[order]
-            bounds = np.flatnonzero(np.diff(rank)) + 1
-            for part in np.split(dup, bounds):
-                g = gid[part]
-                acc[g] = table.add(acc[g], c[part])
-            keep = acc != 0
-            rows, v, c = rows[starts][keep], v[starts][keep], acc[keep]
+    live = key != _PAD
+    if not ((key[:, 1:] == key[:, :-1]) & live[:, 1:]).any():      # no repeated variable
+        return live.sum(1, dtype=np.int64), key[live], coef[live]
+    rows = np.broadcast_to(np.arange(n)[:, None], (n, k))[live]
+    v, c = key[live], coef[live]
+    first = np.ones(v.size, bool)
+    first[1:] = (rows[1:] != rows[:-1]) | (v[1:] != v[:-1])
+    starts = np.flatnonzero(first)
+    gid = np.cumsum(first) - 1
+    dup = np.flatnonzero(~first)
+    rank = dup - starts[gid[dup]]
+    acc = c[starts].copy()
+    order = np.argsort(rank, kind="stable")
+    dup, rank = dup[order], rank[order]
+    bounds = np.flatnonzero(np.diff(rank)) + 1
+    for part in np.split(dup, bounds):
+        g = gid[part]
+        acc[g] = table.add(acc[g], c[part])
+    keep = acc != 0
+    rows, v, c = rows[starts][keep], v[starts][keep], acc[keep]
     return np.bincount(rows, minlength=n).astype(np.int64), v, c.astype(np.int32)
 
 
+def _pack_ids(ids, int32: bool):
+    """Variable ids -> their compact form in a stored fragment: aux j -> j,
+    input i -> -1 - i; int32 when ``int32`` (every id fits), else int64."""
+    ids = np.where(ids < 0, (INPUT_BASE - 1) - ids, ids)
+    return ids.astype(np.int32) if int32 else ids
+
+
+def _columns(packed, out, num_inputs: int):
+    """Compact ids (``_pack_ids``) -> bellperson columns, written into the
+    int64 array ``out``: input i -> i, aux j -> num_inputs + j."""
+    out[...] = packed
+    out += num_inputs
+    inp = out < num_inputs                        # was -1 - i: now num_inputs - 1 - i
+    out[inp] = (num_inputs - 1) - out[inp]
+    return out
+
+
 class Recorder:
-    """Record mode: hands out variable ids, collects rows as CSR fragments."""
+    """Record mode: hands out variable ids, collects rows as CSR fragments.
+
+    Memory: each enforced block is stored as a fragment in the smallest
+    dtypes that hold it (row lengths uint8/uint16, compact variable ids
+    int32, coefficient ids uint16 while the table has at most 2^16 entries);
+    ``finish`` fills the final CSR arrays fragment by fragment, freeing each
+    fragment once copied, so the peak is about the finished R1CS plus the
+    fragments of the matrices not yet built (a finished recorder cannot be
+    finished again)."""
     recording = True
 
     def __init__(self):
@@ -344,8 +460,13 @@ class Recorder:
             self.num_aux += n
         ids = np.where(ids == NOVAR, NOVAR, ids + base) if where is not None else ids + base
         if bit and n:
-            self._bits.append(ids[ids != NOVAR] if where is not None else ids.reshape(-1))
+            self._bits.append(_pack_ids(ids[ids != NOVAR] if where is not None
+                                        else ids.reshape(-1), self._int32()))
         return ids
+
+    def _int32(self) -> bool:
+        """Every variable id so far fits a compact int32 id."""
+        return max(self.num_aux, self.num_inputs) < (1 << 31)
 
     def alloc_input(self, shape, value=None, *, where=None, bit=False):
         return self.alloc(shape, value, where=where, bit=bit, input=True)
@@ -378,7 +499,13 @@ class Recorder:
                 v, co = v.reshape(rows, v.shape[-1]), co.reshape(rows, co.shape[-1])
             else:
                 v, co = v[mask], co[mask]
-            store.append(_canonical_rows(LC(v, co, self.coeffs)))
+            lengths, ids, cids = _canonical_rows(LC(v, co, self.coeffs))
+            k = v.shape[-1]                           # lengths <= k
+            lengths = lengths.astype(np.uint8 if k < 1 << 8 else
+                                     np.uint16 if k < 1 << 16 else np.int64)
+            if len(self.coeffs.values) <= 1 << 16:
+                cids = cids.astype(np.uint16)
+            store.append((lengths, _pack_ids(ids, self._int32()), cids))
         self.num_constraints += int(np.prod(shape, dtype=np.int64)) if mask is None else int(mask.sum())
 
     def loop(self, body: Callable, carry, xs):
@@ -392,28 +519,50 @@ class Recorder:
 
     # -- result
     def finish(self, name: str) -> R1CS:
+        """The R1CS: the stored fragments in order, then bellperson's input
+        rows (A = 1·input_i); the coefficient table keeps the used ids in id
+        order.  Consumes the fragments."""
+        if self._rows is None:
+            raise RuntimeError("Recorder.finish: this recording was already finished")
+        stores, bits, self._rows, self._bits = self._rows, self._bits, None, None
         ni, na = self.num_inputs, self.num_aux
         one_id = self.coeffs.id(1)
-        inputs = INPUT_BASE + np.arange(ni, dtype=np.int64)
-        tail = [(np.ones(ni, np.int64), inputs, np.full(ni, one_id, np.int32)),
-                (np.zeros(ni, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int32)),
-                (np.zeros(ni, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int32))]
-        frags = [store + [t] for store, t in zip(self._rows, tail)]
-        used = np.unique(np.concatenate([f[2] for fr in frags for f in fr]))
+        used = np.zeros(len(self.coeffs.values), bool)
+        used[one_id] = True
+        for store in stores:
+            for f in store:
+                used[f[2]] = True
+        used = np.flatnonzero(used)
         remap = np.zeros(len(self.coeffs.values), np.int32)
         remap[used] = np.arange(used.size, dtype=np.int32)
+        rows = self.num_constraints + ni
         mats = []
-        for fr in frags:
-            lengths = np.concatenate([f[0] for f in fr])
-            ids = np.concatenate([f[1] for f in fr])
-            cids = np.concatenate([f[2] for f in fr])
-            cols = np.where(ids < 0, ids - INPUT_BASE, ids + ni)
-            mats.append(CSR(np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64),
-                            cols.astype(np.int64), remap[cids]))
+        for j, store in enumerate(stores):
+            nnz = sum(f[1].size for f in store) + (ni if j == 0 else 0)
+            indptr = np.empty(rows + 1, np.int64)
+            cols = np.empty(nnz, np.int64)
+            cids = np.empty(nnz, np.int32)
+            indptr[0] = r = o = 0
+            store.reverse()
+            while store:                              # free each fragment once copied
+                lengths, ids, c = store.pop()
+                seg = indptr[r + 1:r + 1 + lengths.size]
+                np.cumsum(lengths, dtype=np.int64, out=seg)
+                seg += o
+                _columns(ids, cols[o:o + ids.size], ni)
+                np.take(remap, c, out=cids[o:o + ids.size])
+                r, o = r + lengths.size, o + ids.size
+                del lengths, ids, c, seg
+            if j == 0:                                # input rows: A = 1·input_i
+                indptr[r + 1:] = o + np.arange(1, ni + 1)
+                cols[o:] = np.arange(ni)
+                cids[o:] = remap[one_id]
+            else:
+                indptr[r + 1:] = o
+            mats.append(CSR(indptr, cols, cids))
         bit_vars = np.zeros(ni + na, bool)
-        if self._bits:
-            ids = np.concatenate(self._bits)
-            bit_vars[np.where(ids < 0, ids - INPUT_BASE, ids + ni)] = True
+        for ids in bits:
+            bit_vars[_columns(ids, np.empty(ids.size, np.int64), ni)] = True
         return R1CS(name, ni, na, self.num_constraints, *mats,
                     tuple(self.coeffs.values[i] for i in used.tolist()), bit_vars)
 

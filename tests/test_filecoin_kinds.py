@@ -118,6 +118,11 @@ def test_post_split_rejects_bad_inputs(window):
     parts = spec.split(good)
     assert len(parts) == 1 and parts[0].index.shape == (2, 10)
     assert parts[0].public == ref_public(good, 2, 10, p.nodes)
+    # partition 1 of a proof: its challenges come from its index
+    two = _bad(good, lambda d: d["partitions"].append(d["partitions"][0]))
+    assert [q.public for q in spec.split(two)] == [ref_public(two, 2, 10, p.nodes, k)
+                                                   for k in (0, 1)]
+    assert spec.split(two)[1].public != parts[0].public
     sec = lambda d: d["partitions"][0]["sectors"][0]                       # noqa: E731
     cases = [
         ([1, 2], "expected an object"),

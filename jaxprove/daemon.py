@@ -60,6 +60,7 @@ import secrets
 import threading
 import time
 
+from jaxprove import atomic
 from jaxprove import engine as E
 
 SERVICE = "jaxprove.v1.ProvingEngine"
@@ -133,27 +134,6 @@ def load_config(path: str | None = None, **overrides) -> DaemonConfig:
 
 
 # ---------------------------------------------------------------- journal
-def _atomic_write(path: str, data: bytes) -> None:
-    """Write data to path: temporary file, fsync, rename, fsync of the directory."""
-    d = os.path.dirname(path)
-    tmp = os.path.join(d, f".{os.path.basename(path)}.tmp-{secrets.token_hex(4)}")
-    try:
-        with open(tmp, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-    fd = os.open(d, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 class Journal:
     """Accepted jobs and finished results under ``state_dir`` (see the module
     docstring)."""
@@ -165,7 +145,7 @@ class Journal:
         os.makedirs(self.results_dir, exist_ok=True)
 
     def add_job(self, record: dict) -> None:
-        _atomic_write(os.path.join(self.jobs_dir, record["job_id"] + ".json"),
+        atomic.write_bytes(os.path.join(self.jobs_dir, record["job_id"] + ".json"),
                       json.dumps(record).encode())
 
     def drop_job(self, job_id: str) -> None:
@@ -175,7 +155,7 @@ class Journal:
             pass
 
     def add_result(self, result: E.JobResult) -> None:
-        _atomic_write(os.path.join(self.results_dir, result.job_id + ".json"),
+        atomic.write_bytes(os.path.join(self.results_dir, result.job_id + ".json"),
                       json.dumps(result.to_json()).encode())
         self.drop_job(result.job_id)
 

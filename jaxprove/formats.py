@@ -55,7 +55,6 @@ from __future__ import annotations
 
 import json
 import os
-import secrets
 import struct
 from typing import NamedTuple
 
@@ -64,8 +63,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from circuits.cs import CSR, R1CS
+from jaxprove import atomic, pce
 from jaxprove import groth16 as G
-from jaxprove import pce
 from ops import msm as M
 from ops import ntt as N
 from ops import pairing as PA
@@ -449,19 +448,7 @@ def prove_snarkjs(zkey: Zkey, matrices: pce.Matrices, w, seed: int | None = None
 
 # ------------------------------------------------------------------ JSON
 def _atomic_write_json(path, obj):
-    path = os.fspath(path)
-    tmp = os.path.join(os.path.dirname(path) or ".",
-                       f".{os.path.basename(path)}.tmp-{secrets.token_hex(6)}")
-    try:
-        with open(tmp, "w") as f:
-            json.dump(obj, f, indent=1)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.remove(tmp)
-        raise
+    atomic.write_bytes(path, json.dumps(obj, indent=1).encode())
 
 
 def _g1_json(pt):

@@ -45,16 +45,14 @@ for Filecoin's 47 GB files (bellperson maps those lazily).
 """
 from __future__ import annotations
 
-import os
-import secrets
 import struct
 from typing import NamedTuple
 
 import jax.numpy as jnp
 import numpy as np
 
+from jaxprove import atomic, pce
 from jaxprove import groth16 as G
-from jaxprove import pce
 from ops import encoding
 from ops.curve import G1, G2
 
@@ -277,21 +275,7 @@ def write_params(path, pk: G.ProvingKey, vk: G.VerifyingKey,
     """Write our keys as a bellperson .params file (``to_params``: with
     ``matrices`` the density is checked); atomic: a temporary name in the same
     directory, fsync, rename.  Returns the number of bytes written."""
-    data = to_bytes(to_params(pk, vk, matrices))
-    path = os.fspath(path)
-    tmp = os.path.join(os.path.dirname(path) or ".",
-                       f".{os.path.basename(path)}.tmp-{secrets.token_hex(6)}")
-    try:
-        with open(tmp, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.remove(tmp)
-        raise
-    return len(data)
+    return atomic.write_bytes(path, to_bytes(to_params(pk, vk, matrices)))
 
 
 def read_params_file(path) -> Params:

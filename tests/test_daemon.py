@@ -17,6 +17,7 @@ import pytest
 
 grpc = pytest.importorskip("grpc")
 
+from jaxprove import atomic  # noqa: E402
 from jaxprove import daemon as D  # noqa: E402
 from jaxprove import engine as E  # noqa: E402
 from test_engine import ToyProver, toy_proof, toy_registry  # noqa: E402
@@ -181,7 +182,7 @@ def test_journal_recovers_from_a_crash(tmp_path):
                "priority": 1, "submitted": 4.0})
     # c finished and its result was written, then the process died before dropping the job
     res = E.JobResult("c", "porep", 1, "done", b"\x01" * 192, [[3]], None, {"total": 1.0})
-    D._atomic_write(os.path.join(j.results_dir, "c.json"), json.dumps(res.to_json()).encode())
+    atomic.write_bytes(os.path.join(j.results_dir, "c.json"), json.dumps(res.to_json()).encode())
     (tmp_path / "jobs" / ".d.json.tmp-1234").write_text("{partial")     # a torn temporary
     assert [r["job_id"] for r in j.pending()] == ["a", "b", "gone"]
     assert not j.has_job("c") and j.result("c") == res

@@ -214,7 +214,8 @@ class Service:
         self.registry = registry if registry is not None else E.builtin_registry()
         if prover is None:
             prover = E.Groth16Prover(config.keys_dir, config.pce_dir, config.setup_on_first_use,
-                                     config.setup_seed)
+                                     config.setup_seed,
+                                     keys_in_host_memory=config.msm_budget_bytes is not None)
         if devices is None:
             devices = jax.local_devices()[:config.devices] if config.devices else None
         self.engine = E.Engine(self.registry, config.engine_config(), prover, devices,

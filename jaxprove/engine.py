@@ -28,10 +28,11 @@ key and PCE matrices of each topology stay on the device within
 An entry larger than the whole budget is still admitted (everything else
 idle is evicted first).  **Streaming mode**: ``msm_budget_bytes`` is passed
 to every MSM (``ops.msm.MSMConfig.budget_bytes``) so each MSM's working set
-is bounded and its bases are processed in chunks.  The keys themselves stay
-on the device: ``groth16.prove`` pads the G1 bases with ``jnp.pad`` and
-passes the whole key to a jitted ``_combine``, either of which would copy
-host-resident bases to the device whole.
+is bounded and its bases are processed in chunks; with
+``Groth16Prover(keys_in_host_memory=True)`` the proving key's point vectors
+stay in host memory and only the chunks travel (``groth16.prove`` keeps
+host bases on the host), so the device holds the matrices, the NTT domain
+and the working sets.
 
 **Pipeline.**  One worker per device (``jax.devices()`` by default), each a
 pair of threads: a host thread takes the next batch from the shared
@@ -400,11 +401,13 @@ class Residency:
 
 # ---------------------------------------------------------------- provers
 class Resident(NamedTuple):
-    """What stays on a device per topology."""
+    """What stays on a device per topology (pk's vectors may be host arrays
+    in streaming mode; domain: the circuit's ``ops.ntt.Domain``)."""
     pk: Any
     vk: Any
     matrices: Any
     nbytes: int
+    domain: Any = None
 
 
 class Prover(Protocol):
@@ -430,10 +433,14 @@ class Groth16Prover:
     setup runs (seeded with ``setup_seed``: tests only, a seeded setup is
     insecure) and is saved to ``keys_dir`` when one is given (else kept in
     host memory for the other devices).  PCE matrices come from
-    ``pce.get_or_extract`` in ``pce_dir`` (or are extracted in memory)."""
+    ``pce.get_or_extract`` in ``pce_dir`` (or are extracted in memory).
+    ``keys_in_host_memory``: keep the proving key's point vectors in host
+    memory (streaming mode, with the engine's ``msm_budget_bytes``)."""
 
     def __init__(self, keys_dir: str | None = None, pce_dir: str | None = None,
-                 setup_on_first_use: bool = False, setup_seed: int | None = None):
+                 setup_on_first_use: bool = False, setup_seed: int | None = None,
+                 keys_in_host_memory: bool = False):
+        self.keys_in_host_memory = keys_in_host_memory
         self.keys_dir, self.pce_dir = keys_dir, pce_dir
         self.setup_on_first_use, self.setup_seed = setup_on_first_use, setup_seed
         self._lock = threading.Lock()
@@ -476,8 +483,11 @@ class Groth16Prover:
 
     def load(self, spec, device) -> Resident:
         import jax
+        import numpy as np
 
+        from jaxprove import groth16 as G
         from jaxprove import pce
+        from ops import ntt as N
         pk, vk = self._keys(spec, device)
         if self.pce_dir:
             m = pce.get_or_extract(lambda: self._record(spec), pce.cache_key(spec.topology),
@@ -488,8 +498,13 @@ class Groth16Prover:
         if pk.a.shape[-1] != m.num_vars or vk.ic.shape[-1] != m.num_inputs:
             raise ValueError(f"proving key {key_name(spec.topology)!r} does not fit circuit "
                              f"{spec.topology} ({pk.a.shape[-1]} vs {m.num_vars} variables)")
-        nbytes = sum(int(x.nbytes) for x in jax.tree.leaves((pk, vk, m)))
-        return Resident(pk, vk, m, nbytes)
+        if self.keys_in_host_memory:
+            pk = pk._replace(**{f: np.asarray(getattr(pk, f)) for f in ("a", "b_g1", "b_g2", "l", "h")})
+        with jax.default_device(device):
+            dom = N.domain(G.domain_log(m.rows))
+        nbytes = sum(int(x.nbytes) for x in jax.tree.leaves((pk, vk, m, dom))
+                     if isinstance(x, jax.Array))
+        return Resident(pk, vk, m, nbytes, dom)
 
     def check(self, res, w) -> list:
         import numpy as np
@@ -510,7 +525,7 @@ class Groth16Prover:
         if len(good) < len(use):
             w = w[:, jnp.asarray([i if u else good[0] for i, u in enumerate(use)])]
         cfg = None if msm_budget_bytes is None else M.MSMConfig(budget_bytes=msm_budget_bytes)
-        proof, times = G.prove(res.pk, res.matrices, w, msm_config=cfg)
+        proof, times = G.prove(res.pk, res.matrices, w, msm_config=cfg, domain=res.domain)
         pub = Fr.to_int(np.asarray(w[:, :, 1:res.matrices.num_inputs]))
         return proof, [[int(v) for v in row] for row in pub], times
 

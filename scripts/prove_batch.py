@@ -55,7 +55,8 @@ def define_flags():
     flags.DEFINE_integer("max_batch_size", 1, "items per prove call", lower_bound=1)
     flags.DEFINE_float("max_batch_wait_ms", 0.0, "longest wait for a batch to fill")
     flags.DEFINE_integer("budget_bytes", None, "residency budget per device")
-    flags.DEFINE_integer("msm_budget_bytes", None, "streaming mode: MSM working-set budget")
+    flags.DEFINE_integer("msm_budget_bytes", None,
+                         "streaming mode: MSM working-set budget; proving keys stay in host memory")
     flags.DEFINE_bool("verify", True, "verify every proof before returning it")
     flags.DEFINE_bool("cache", True, "use the persistent compilation cache")
 
@@ -145,7 +146,8 @@ def main(argv):
         rng = random.Random(FLAGS.seed) if FLAGS.seed is not None else secrets.SystemRandom()
         named = [(f"synthetic-{i:04d}", spec.synthetic(rng)) for i in range(FLAGS.synthetic)]
     prover = E.Groth16Prover(FLAGS.keys_dir, FLAGS.pce_dir, FLAGS.setup_on_first_use,
-                             FLAGS.setup_seed)
+                             FLAGS.setup_seed,
+                             keys_in_host_memory=FLAGS.msm_budget_bytes is not None)
     config = E.EngineConfig(max_batch_size=FLAGS.max_batch_size,
                             max_batch_wait_s=FLAGS.max_batch_wait_ms / 1000.0,
                             budget_bytes=FLAGS.budget_bytes,

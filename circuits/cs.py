@@ -273,6 +273,8 @@ class LC(NamedTuple):
         lengths, v, c = _canonical_rows(LC(self.var.reshape(n, -1), self.coef.reshape(n, -1),
                                            self.table))
         k = int(lengths.max()) if n else 0
+        if v.size == n * k:                       # every row has k terms
+            return LC(v.reshape(self.shape + (k,)), c.reshape(self.shape + (k,)), self.table)
         rows = np.repeat(np.arange(n), lengths)
         pos = np.arange(v.size) - np.repeat(np.cumsum(lengths) - lengths, lengths)
         var = np.full((n, k), ONE, np.int64)

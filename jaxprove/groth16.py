@@ -304,14 +304,21 @@ def prove_msms(pk: ProvingKey, w, h, num_inputs: int, bit_positions, r, s,
     bits = np.asarray(bit_positions, np.int64)
     with_delta = functools.partial(_append, batch=batch)     # the blinding base at position n_vars
 
-    def split(curve, bases, scalars, positions):
-        return M.msm_split(curve, bases, scalars, positions, msm_config)
+    bits_l = bits[bits >= num_inputs] - num_inputs
+    # G1 Pippenger sizes (A/B1 dense part + δ, L dense part, H): sizes within a factor of 4
+    # of the largest are padded to it, so they share one compiled program
+    sizes = [pk.a.shape[-1] + 1 - len(bits), pk.l.shape[-1] - len(bits_l), pk.h.shape[-1]]
+    top = 1 << (max(sizes) - 1).bit_length()
+    common = [top if 4 * x >= top or x == 0 else None for x in sizes]
 
-    msm_a = lap("msm_a", split(G1, *with_delta(pk.a, w, pk.delta_g1, r), bits))
-    msm_b1 = lap("msm_b_g1", split(G1, *with_delta(pk.b_g1, w, pk.delta_g1, s), bits))
+    def split(curve, bases, scalars, positions, size=None):
+        return M.msm_split(curve, bases, scalars, positions, msm_config, size)
+
+    msm_a = lap("msm_a", split(G1, *with_delta(pk.a, w, pk.delta_g1, r), bits, common[0]))
+    msm_b1 = lap("msm_b_g1", split(G1, *with_delta(pk.b_g1, w, pk.delta_g1, s), bits, common[0]))
     msm_b2 = lap("msm_b_g2", split(G2, *with_delta(pk.b_g2, w, pk.delta_g2, s), bits))
-    msm_l = lap("msm_l", split(G1, pk.l, w[..., num_inputs:], bits[bits >= num_inputs] - num_inputs))
-    msm_h = lap("msm_h", M.msm(G1, pk.h, h, msm_config))
+    msm_l = lap("msm_l", split(G1, pk.l, w[..., num_inputs:], bits_l, common[1]))
+    msm_h = lap("msm_h", split(G1, pk.h, h, [], common[2]))
     fixed = tuple(jnp.asarray(x) for x in (pk.alpha_g1, pk.beta_g1, pk.beta_g2, pk.delta_g1))
     return lap("combine", _combine(fixed, msm_a, msm_b1, msm_b2, msm_l, msm_h, r, s))
 

@@ -479,24 +479,33 @@ def bits_sum(curve: Curve, bases, bits, config: MSMConfig | None = None):
     return out.reshape(curve.proj + batch)
 
 
-def msm_split(curve: Curve, bases, scalars, bit_positions, config: MSMConfig | None = None):
+def msm_split(curve: Curve, bases, scalars, bit_positions, config: MSMConfig | None = None,
+              dense_size: int | None = None):
     """Σ_i s_i·P_i where the scalars at ``bit_positions`` (host int array,
     the same for every vector) are known to be 0 or 1 (e.g. a circuit's
     boolean-constrained variables in a satisfying witness): those positions
     are summed by ``bits_sum`` and only the others go through Pippenger
-    (``msm``) at their own, smaller size.  Shapes as ``msm``."""
+    (``msm``) at their own, smaller size (padded to ``dense_size`` if given,
+    so several MSMs can share one compiled program).  Shapes as ``msm``."""
     n = bases.shape[-1]
     bit_positions = np.asarray(bit_positions, np.int64)
     dense = np.setdiff1d(np.arange(n), bit_positions)
-    if len(bit_positions) == 0:
-        return msm(curve, bases, scalars, config)
     # host bases (streaming mode) are gathered on the host and stay there
-    take = np.take if isinstance(bases, np.ndarray) else jnp.take
-    out = bits_sum(curve, take(bases, bit_positions, axis=-1),
-                   ~Fr.is_zero(jnp.take(scalars, jnp.asarray(bit_positions), axis=-1)), config)
-    if len(dense):
-        out = curve.add(out, msm(curve, take(bases, dense, axis=-1),
-                                 jnp.take(scalars, jnp.asarray(dense), axis=-1), config))
+    host = isinstance(bases, np.ndarray)
+    take = np.take if host else jnp.take
+    out = None
+    if len(bit_positions):
+        out = bits_sum(curve, take(bases, bit_positions, axis=-1),
+                       ~Fr.is_zero(jnp.take(scalars, jnp.asarray(bit_positions), axis=-1)), config)
+    if len(dense) or out is None:
+        b = take(bases, dense, axis=-1) if len(bit_positions) else bases
+        s = jnp.take(scalars, jnp.asarray(dense), axis=-1) if len(bit_positions) else scalars
+        pad = max(0, (dense_size or 0) - b.shape[-1])
+        if pad:
+            b = (np if host else jnp).pad(b, [(0, 0)] * (b.ndim - 1) + [(0, pad)])
+            s = jnp.pad(s, [(0, 0)] * (s.ndim - 1) + [(0, pad)])
+        d = msm(curve, b, s, config)
+        out = d if out is None else curve.add(out, d)
     return out
 
 

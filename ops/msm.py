@@ -489,7 +489,9 @@ def msm_split(curve: Curve, bases, scalars, bit_positions, config: MSMConfig | N
     so several MSMs can share one compiled program).  Shapes as ``msm``."""
     n = bases.shape[-1]
     bit_positions = np.asarray(bit_positions, np.int64)
-    dense = np.setdiff1d(np.arange(n), bit_positions)
+    is_dense = np.ones(n, bool)
+    is_dense[bit_positions] = False
+    dense = np.flatnonzero(is_dense)              # O(n), no sort: this runs on every proof
     # host bases (streaming mode) are gathered on the host and stay there
     host = isinstance(bases, np.ndarray)
     take = np.take if host else jnp.take

@@ -31,6 +31,7 @@ PoRep partition (2^27) ~3.7 s of GPU time per partition on an RTX 5070 Ti.
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import sys
 import time
@@ -88,7 +89,22 @@ def _say(msg):
     print(f"[{time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
 
 
-def run(kind: str, log_rows: int, reps: int, env: dict, out: str | None, verify: bool = True):
+def save_for_snarkjs(directory: str, vk, proof, public):
+    """verification_key.json, proof.json and public.json of the batch's first
+    proof, so `snarkjs groth16 verify` can check a GPU proof on another
+    machine.  vk_alphabeta_12 (unused by snarkjs's verifier; a pairing, whose
+    first GPU compile takes minutes) is written as an empty list."""
+    from jaxprove import formats as F
+    os.makedirs(directory, exist_ok=True)
+    one = G.Proof(proof.a.reshape(2, 12, -1)[..., 0], proof.b.reshape(2, 2, 12, -1)[..., 0],
+                  proof.c.reshape(2, 12, -1)[..., 0])
+    F.write_verification_key_json(os.path.join(directory, "verification_key.json"), vk, alphabeta=[])
+    F.write_proof_json(os.path.join(directory, "proof.json"), one)
+    F.write_public_json(os.path.join(directory, "public.json"), public)
+
+
+def run(kind: str, log_rows: int, reps: int, env: dict, out: str | None, verify: bool = True,
+        save: str | None = None):
     fn, n, inputs = circuit_for(kind, log_rows)
     _say(f"{kind} 2^{log_rows}: recording n={n}")
     rec = {"case": f"groth16.{kind}", "log_rows_max": log_rows, "n": n, "command": argv_command(),
@@ -143,11 +159,13 @@ def run(kind: str, log_rows: int, reps: int, env: dict, out: str | None, verify:
                stages_median_s={k: statistics.median(v) for k, v in per_stage.items()})
     rec["peak_bytes"] = peak_memory_bytes()
     emit(rec, out)
+    pub = Fr.to_int(np.asarray(w[:, :, 1:m.num_inputs]))
+    if save:
+        save_for_snarkjs(os.path.join(save, f"{kind}_{log_rows}"), vk, proof, [int(v) for v in pub[0]])
     if verify:
         # verified after the timing record is written: the pairing's first compile on a GPU
         # takes minutes
         _say("verifying (pairing)")
-        pub = Fr.to_int(np.asarray(w[:, :, 1:m.num_inputs]))
         t = time.perf_counter()
         ok = bool(np.all(np.asarray(G.verify(vk, [[int(v) for v in row] for row in pub], proof))))
         emit({"case": f"groth16.{kind}.verify", "log_rows_max": log_rows, "verified": ok,
@@ -163,13 +181,15 @@ def main():
     ap.add_argument("--out", default=None, help="append JSON records here")
     ap.add_argument("--cache", action="store_true", help="persistent compilation cache")
     ap.add_argument("--no-verify", action="store_true", help="skip the final verification")
+    ap.add_argument("--save", default=None,
+                    help="write snarkjs verification_key/proof/public JSON under DIR/<circuit>_<size>")
     a = ap.parse_args()
     if a.cache:
         from jaxprove.cache import enable_compilation_cache
         enable_compilation_cache()
     env = environment()
     for k in [int(s) for s in a.sizes.split(",") if s]:
-        run(a.circuit, k, a.reps, env, a.out, not a.no_verify)
+        run(a.circuit, k, a.reps, env, a.out, not a.no_verify, a.save)
 
 
 if __name__ == "__main__":

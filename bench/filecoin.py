@@ -1,0 +1,478 @@
+"""Filecoin proof benchmarks (issue 6): one partition of each proof kind at
+each sector size, from the circuit to a verified proof.
+
+For each (kind, size) of ``--kinds`` × ``--sizes`` (``jaxprove.filecoin_kinds``:
+winning-post, window-post, porep, snap; sizes of ``circuits.filecoin.sizes``):
+
+1. **plan**: the rows estimated from the research note's constraint formulas
+   (``post`` / ``porep`` / ``snap.constraint_count``; rows = constraints +
+   public inputs + ONE), the domain 2^k ≥ rows, and the bytes that recording
+   (host) and the proving key (device) will need.  A case that cannot fit
+   this machine is reported (stderr and a ``skipped`` record naming the
+   shortfall) instead of dying deep inside; ``--force`` tries anyway;
+2. **record** the circuit (seconds, rows / inputs / aux / bit variables, nnz
+   of A, B, C; the rows are checked against the estimate) and **extract** its
+   PCE (seconds, device bytes of the matrices); a ``.circuit`` record is
+   written here, so a later failure still leaves these numbers.
+   ``--record-only`` stops here (the large sizes);
+3. with the exact counts, the device peak of setup and proving is estimated
+   again (keys, matrices, NTT buffers, ``ops.msm.working_set_bytes`` of the
+   largest MSM) and the case is skipped if it cannot fit;
+4. **setup** (seconds, cumulative per stage as it goes), a synthetic,
+   satisfiable job from the kind's own generator (``CircuitSpec.synthetic``
+   seeded by ``--seed``: the JSON form a client sends, parsed back by
+   ``CircuitSpec.split``), the **witness** of its first partition by the
+   kind's jitted witness program (first call, then warm), the public inputs
+   in the witness checked against the ones the kinds module computes on the
+   host (rust-fil-proofs' order, ONE excluded), satisfaction checked once
+   (``pce.is_satisfied``);
+5. **prove** with the proving key, matrices and NTT domain resident
+   (``engine.Resident``, ``engine.Groth16Prover``: the daemon's path): a
+   warm-up proof, then ``--reps`` timed proofs (median / min / max, the
+   per-stage medians of ``groth16.prove``: spmv, ntt, msm_a, msm_b_g1,
+   msm_b_g2, msm_l, msm_h, combine), and the device's peak bytes in use
+   (``bench.common.peak_memory_bytes``: the process's peak so far — run one
+   case per process for a per-case peak).  The timing record is written
+   now, before the risky steps;
+6. ``--save DIR``: snarkjs ``verification_key.json``, ``proof.json`` and
+   ``public.json`` of the proof under ``DIR/<kind>_<size>`` (``snarkjs
+   groth16 verify`` checks them on another machine); then, unless
+   ``--no-verify``, our verifier (``groth16.verify``, a pairing whose first
+   GPU compile takes minutes) and a ``.verify`` record.
+
+``--challenges N`` scales a kind down to N challenges (per sector for
+PoSt, per partition for PoRep and SnapDeals), with the same gadgets and
+tree shapes: a smaller circuit of the same structure (the topology name
+says ``-c<N>``).
+
+    python -m bench.filecoin --kinds winning-post,window-post,porep,snap --sizes 2KiB \\
+        --save /tmp/fc --out bench/results/filecoin_h200.jsonl
+    python -m bench.filecoin --kinds porep,window-post --sizes 32GiB --record-only
+
+Issue 6 asks, on the H200: per kind and size (2KiB, 8MiB, 512MiB, a full 32GiB
+PoRep partition and a full 32GiB WindowPoSt partition) extraction time and
+PCE size, witness time, SpMV, NTT, each MSM, total, peak device memory; and
+a full proof + verify of each 2KiB kind.  Anchor (research/perf-anchors.md):
+cuzk's 32GiB PoRep partition (2^27) ~3.7 s of GPU time on an RTX 5070 Ti.
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import os
+import random
+import statistics
+import sys
+import time
+from typing import Any, NamedTuple
+
+import jax
+import numpy as np
+
+from bench.common import argv_command, emit, environment, peak_memory_bytes
+from circuits.filecoin import sizes as Z
+from jaxprove import engine as E
+from jaxprove import filecoin_kinds as FK
+from jaxprove import groth16 as G
+from jaxprove import pce
+from ops import msm as M
+from ops import ntt as N
+from ops.curve import G1, G2
+
+KINDS = ("winning-post", "window-post", "porep", "snap")
+G1_AFFINE, G2_AFFINE, FR_BYTES = 96, 192, 32
+# host bytes per R1CS row while recording and extracting: 1.06 GB RSS for the
+# 7.24M rows of one 32GiB PoRep challenge (bench/results/record_cpu_p4b.jsonl),
+# with room for the CSR copies extraction makes
+HOST_BYTES_PER_ROW = 300
+# device bytes of the PCE matrices per row before extraction (then measured):
+# 65 (2KiB PoRep, SnapDeals) to 103 (2KiB PoSt) on the CPU
+MATRIX_BYTES_PER_ROW = 100
+
+
+def _say(msg):
+    print(f"[{time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
+
+
+# ---------------------------------------------------------------- the cases
+def _post_spec(size: str, kind: str, challenges: int) -> E.CircuitSpec:
+    """``filecoin_kinds.post_spec`` with K = ``challenges`` per sector."""
+    from circuits import cs as C
+    from circuits.filecoin import post as P
+    k = kind.split("-")[0]
+    p = dataclasses.replace(Z.params(size), **{f"{k}_challenges": challenges})
+    S, K = p.post(k)
+    arities = p.tree_r_arities
+    topology = f"{kind}-{size}-n{p.nodes}-tree{'.'.join(map(str, arities))}-s{S}-c{K}"
+    return E.CircuitSpec(
+        kind, p.sector_bytes, topology,
+        lambda: C.record(P.fallback_post, arities, S, K, name=topology),
+        lambda inputs: FK.parse_post(inputs, p, k),
+        lambda parts: FK.post_witness(parts, arities, S, K), FK.PRIORITIES[kind],
+        1 if k == "winning" else None,
+        lambda rng: FK.post_json([P.synthetic_post(arities, S, K, rng.randrange(1 << 63),
+                                                   kind=k)]))
+
+
+def _porep_spec(size: str, challenges: int) -> E.CircuitSpec:
+    """``filecoin_kinds.porep_spec`` with ``challenges`` per partition; jobs
+    are in-process ``VanillaPartition`` lists (a C1 JSON names a registered
+    proof, whose challenge count is fixed)."""
+    from circuits import cs as C
+    from circuits.filecoin import porep as PR
+    from circuits.filecoin import porep_synthetic as PS
+    p, cfg = Z.params(size), PR.CONFIGS[size].with_challenges(challenges)
+    topology = (f"porep-{size}-n{cfg.nodes}-tree{'.'.join(map(str, cfg.arities))}"
+                f"-l{cfg.layers}-c{cfg.challenges}")
+
+    def split(parts):
+        if not isinstance(parts, list) or not parts or \
+                any(not isinstance(v, PS.VanillaPartition) or v.cfg != cfg for v in parts):
+            raise ValueError(f"porep {size} with {challenges} challenges: expected a list of "
+                             f"VanillaPartition of {cfg.name}")
+        return parts
+
+    return E.CircuitSpec(
+        "porep", p.sector_bytes, topology, lambda: C.record(PR.stacked_circuit, cfg, name=topology),
+        split, lambda parts: FK.porep_witness(parts, cfg), FK.PRIORITIES["porep"], None,
+        lambda rng: PS.generate_sector(cfg, rng.randrange(1 << 63), p.porep_partitions))
+
+
+def _snap_spec(size: str, challenges: int) -> E.CircuitSpec:
+    """``filecoin_kinds.snap_spec`` with ``challenges`` per partition."""
+    from circuits import cs as C
+    from circuits.filecoin import snap as SN
+    p = Z.params(size)
+    shape = dataclasses.replace(SN.size_shape(size), challenges=challenges)
+    topology = (f"snap-{size}-n{shape.nodes}-tree{'.'.join(map(str, shape.arities))}"
+                f"-p{shape.partitions}-c{shape.challenges}-apex{shape.apex_leaves}"
+                f"-hs{'.'.join(map(str, shape.hs))}")
+
+    def synthetic(rng):
+        seed = rng.randrange(1 << 63)
+        return FK.snap_json([SN.synthetic_snap(shape, seed, k) for k in range(shape.partitions)])
+
+    return E.CircuitSpec(
+        "snap", p.sector_bytes, topology,
+        lambda: C.record(SN.empty_sector_update, shape, name=topology),
+        lambda inputs: FK.parse_snap(inputs, shape, size),
+        lambda parts: FK.snap_witness(parts, shape), FK.PRIORITIES["snap"], shape.partitions,
+        synthetic)
+
+
+def spec_for(kind: str, size: str, challenges: int | None = None) -> E.CircuitSpec:
+    """The kind's registered ``CircuitSpec`` at ``size``, or (``challenges``
+    given) the same circuit scaled to that many challenges."""
+    if kind not in KINDS:
+        raise ValueError(f"unknown proof kind {kind!r}; known: {', '.join(KINDS)}")
+    Z.params(size)                                   # ValueError naming an unknown size
+    if challenges is None:
+        return next(s for s in FK.filecoin_specs((size,)) if s.kind == kind)
+    if isinstance(challenges, bool) or not isinstance(challenges, int) or challenges < 1:
+        raise ValueError(f"challenges must be a positive integer, got {challenges!r}")
+    if kind == "porep":
+        return _porep_spec(size, challenges)
+    if kind == "snap":
+        return _snap_spec(size, challenges)
+    return _post_spec(size, kind, challenges)
+
+
+def counts(kind: str, size: str, challenges: int | None = None) -> tuple[int, int]:
+    """(constraints, public inputs without ONE) of one partition, from the
+    research note's formulas (no recording)."""
+    from circuits.filecoin import porep as PR
+    from circuits.filecoin import post as P
+    from circuits.filecoin import snap as SN
+    p = Z.params(size)
+    if kind == "porep":
+        cfg = PR.CONFIGS[size]
+        cfg = cfg if challenges is None else cfg.with_challenges(challenges)
+        return PR.constraint_count(cfg), PR.num_public_inputs(cfg)
+    if kind == "snap":
+        shape = SN.size_shape(size)
+        shape = shape if challenges is None else dataclasses.replace(shape, challenges=challenges)
+        return SN.constraint_count(shape), 4
+    if kind not in KINDS:
+        raise ValueError(f"unknown proof kind {kind!r}; known: {', '.join(KINDS)}")
+    S, K = p.post(kind.split("-")[0])
+    K = K if challenges is None else challenges
+    return P.constraint_count(p.tree_r_arities, S, K), S * (1 + K)
+
+
+# ---------------------------------------------------------------- memory plan
+class Plan(NamedTuple):
+    """Estimated sizes of one partition circuit (bytes; see ``plan``)."""
+    rows: int
+    domain_log: int
+    host_record_bytes: int
+    key_bytes: int
+    setup_peak_bytes: int
+    prove_peak_bytes: int
+
+    def as_record(self, prefix: str = "est_") -> dict:
+        return {prefix + k: v for k, v in self._asdict().items()}
+
+
+def plan(rows: int, num_vars: int, num_aux: int, dense_vars: int,
+         matrices_bytes: int) -> Plan:
+    """Estimated bytes for a circuit of ``rows`` R1CS rows, ``num_vars``
+    variables (``num_aux`` aux, ``dense_vars`` not proven boolean) and PCE
+    matrices of ``matrices_bytes``, domain m = 2^k ≥ rows:
+
+    key = 96·(2·num_vars + num_aux + m − 1) + 192·num_vars (affine A, B1, L,
+    H in G1, B2 in G2); setup peak = 2·key (the concatenated point vectors
+    and their slices) + 32·(7·num_vars + 2·m) (QAP values and scalars);
+    prove peak = key + matrices + 32·(num_vars + 12·m) (witness, a, b, c,
+    NTT buffers) + the largest MSM working set (``ops.msm.working_set_bytes``
+    for H's m − 1 points or the dense variables in G1, B2's in G2);
+    host = ``HOST_BYTES_PER_ROW``·rows (recording and extraction)."""
+    log_m = G.domain_log(rows)
+    m = 1 << log_m
+    key = G1_AFFINE * (2 * num_vars + num_aux + m - 1) + G2_AFFINE * num_vars
+    cfg = M.default_config()
+
+    def ws(curve, n):
+        return M.working_set_bytes(curve, max(n, 1), 1, M.choose_window(max(n, 1)), cfg)
+
+    msm = max(ws(G1, m - 1), ws(G1, dense_vars), ws(G2, dense_vars))
+    return Plan(rows, log_m, HOST_BYTES_PER_ROW * rows, key,
+                2 * key + FR_BYTES * (7 * num_vars + 2 * m),
+                key + matrices_bytes + FR_BYTES * (num_vars + 12 * m) + msm)
+
+
+def plan_from_counts(kind: str, size: str, challenges: int | None = None) -> Plan:
+    """``plan`` before recording: rows from ``counts``, every variable taken
+    as aux and dense (aux ≈ constraints in these circuits; an upper bound)."""
+    constraints, inputs = counts(kind, size, challenges)
+    rows = constraints + inputs + 1
+    return plan(rows, rows, constraints, rows, MATRIX_BYTES_PER_ROW * rows)
+
+
+def limits() -> dict:
+    """Bytes this machine offers: ``device`` (the accelerator's limit; on the
+    CPU backend, host memory) and ``host`` (available host memory)."""
+    phys = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    avail = phys
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    avail = int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    stats = {}
+    try:
+        stats = jax.devices()[0].memory_stats() or {}
+    except Exception:  # noqa: BLE001 - not every backend has memory stats
+        pass
+    return {"device": int(stats.get("bytes_limit") or avail), "host": int(avail)}
+
+
+def shortfall(p: Plan, lim: dict, stages=("record", "setup", "prove")) -> str | None:
+    """Why the planned case cannot fit ``lim`` (``limits()``), or None."""
+    gib = lambda b: f"{b / 2**30:.1f} GiB"                       # noqa: E731
+    need = {"record": ("host", p.host_record_bytes), "setup": ("device", p.setup_peak_bytes),
+            "prove": ("device", p.prove_peak_bytes)}
+    for stage in stages:
+        where, b = need[stage]
+        if b > lim[where]:
+            return (f"{stage} needs about {gib(b)} of {where} memory for {p.rows:,} rows "
+                    f"(domain 2^{p.domain_log}), this machine has {gib(lim[where])}")
+    return None
+
+
+# ---------------------------------------------------------------- one case
+class Result(NamedTuple):
+    """What ``run_case`` leaves: the main record, and (when it proved) the
+    verifying key, the proof (batch (1,)) and its public inputs (ints)."""
+    record: dict
+    vk: Any = None
+    proof: Any = None
+    public: list | None = None
+
+
+def _expected_public(part) -> list:
+    """The partition's public inputs as the kinds module computes them on
+    the host (rust-fil-proofs' order, ONE excluded)."""
+    pub = part.public_inputs() if callable(getattr(part, "public_inputs", None)) else part.public
+    return [int(v) for v in pub]
+
+
+def _nbytes(tree) -> int:
+    return sum(int(x.nbytes) for x in jax.tree.leaves(tree) if hasattr(x, "nbytes"))
+
+
+def run_case(kind: str, size: str, reps: int = 5, env: dict | None = None,
+             out: str | None = None, verify: bool = True, save: str | None = None,
+             record_only: bool = False, challenges: int | None = None, seed: int = 0,
+             force: bool = False, setup_seed: int | None = None) -> Result:
+    """Benchmark one partition of ``kind`` at ``size`` (module docstring) and
+    emit its JSON records (to stdout, appended to ``out``).  ``setup_seed``:
+    a seeded (insecure) setup, for tests."""
+    if reps < 1:
+        raise ValueError(f"reps must be >= 1, got {reps}")
+    env = environment() if env is None else env
+    spec = spec_for(kind, size, challenges)
+    name = f"filecoin.{kind}"
+    rec = {"case": name, "kind": kind, "size": size, "sector_bytes": spec.sector_size,
+           "topology": spec.topology, "challenges": challenges, "seed": seed,
+           "command": argv_command(), **env}
+    est = plan_from_counts(kind, size, challenges)
+    lim = limits()
+    rec.update(est.as_record(), limit_device_bytes=lim["device"], limit_host_bytes=lim["host"])
+    _say(f"{kind} {size} ({spec.topology}): about {est.rows:,} rows, domain 2^{est.domain_log}, "
+         f"key ~{est.key_bytes / 2**30:.2f} GiB")
+    # the prove estimate needs the exact dense-variable count (after extraction)
+    why = shortfall(est, lim, ("record",) if record_only else ("record", "setup"))
+    if why and not force:
+        _say(f"SKIPPED {kind} {size}: {why} (--force tries anyway; --record-only needs "
+             f"host memory only; --challenges N scales the circuit down)")
+        emit({**rec, "skipped": why}, out)
+        return Result(rec)
+
+    t = time.perf_counter()
+    r1cs = spec.record()
+    rec["record_s"] = time.perf_counter() - t
+    _say(f"recorded {r1cs.num_constraints + r1cs.num_inputs:,} rows in {rec['record_s']:.1f} s; "
+         f"extracting")
+    t = time.perf_counter()
+    m = jax.block_until_ready(pce.extract(r1cs))
+    rec["extract_s"] = time.perf_counter() - t
+    bits = int(np.count_nonzero(np.asarray(m.bit_vars)))
+    rec.update(rows=m.rows, constraints=m.num_constraints, num_inputs=m.num_inputs,
+               num_aux=m.num_aux, num_vars=m.num_vars, bit_vars=bits, nnz=list(m.nnz),
+               domain_log=G.domain_log(m.rows), matrices_bytes=m.nbytes,
+               rows_match_estimate=m.rows == est.rows)
+    if m.rows != est.rows:
+        _say(f"WARNING: {m.rows:,} rows recorded, the formulas say {est.rows:,}")
+    exact = plan(m.rows, m.num_vars, m.num_aux, m.num_vars - bits, m.nbytes)
+    rec.update(exact.as_record("plan_"))
+    _say(f"extracted in {rec['extract_s']:.1f} s ({m.nbytes / 2**20:.1f} MiB of matrices)")
+    emit({**rec, "case": name + ".circuit"}, out)
+    if record_only:
+        return Result(rec)
+    why = shortfall(exact, lim, ("setup", "prove"))
+    if why and not force:
+        _say(f"SKIPPED setup/prove of {kind} {size}: {why}")
+        emit({**rec, "skipped": why}, out)
+        return Result(rec)
+
+    stages = {}
+
+    def progress(stage, sec):
+        stages[stage] = round(sec, 3)
+        _say(f"setup: {stage} at {sec:.1f} s")
+
+    _say(f"setup of {m.rows:,} rows")
+    t = time.perf_counter()
+    pk, vk = jax.block_until_ready(G.setup(r1cs, seed=setup_seed, progress=progress))
+    rec["setup_s"] = time.perf_counter() - t
+    rec["setup_stages_cumulative_s"] = stages
+    rec["peak_bytes_after_setup"] = peak_memory_bytes()
+    del r1cs
+    dom = jax.block_until_ready(N.domain(rec["domain_log"]))      # resident with the keys
+    res = E.Resident(pk, vk, m, _nbytes((pk, vk, m, dom)), dom)
+    rec["key_bytes"], rec["resident_bytes"] = _nbytes((pk, vk)), res.nbytes
+
+    t = time.perf_counter()
+    job = spec.synthetic(random.Random(seed))
+    parts = spec.split(job)
+    rec["synthetic_s"] = time.perf_counter() - t
+    rec["job_partitions"] = len(parts)
+    _say(f"synthetic job of {len(parts)} partition(s) in {rec['synthetic_s']:.1f} s; witness")
+    t = time.perf_counter()
+    w = jax.block_until_ready(spec.witness(parts[:1]))
+    rec["witness_first_s"] = time.perf_counter() - t
+    t = time.perf_counter()
+    w = jax.block_until_ready(spec.witness(parts[:1]))
+    rec["witness_s"] = time.perf_counter() - t
+    want = _expected_public(parts[0])
+    prover = E.Groth16Prover()
+    t = time.perf_counter()
+    bad = prover.check(res, w)[0]
+    rec["check_first_s"] = time.perf_counter() - t
+    if bad is not None:
+        raise RuntimeError(f"{kind} {size}: the synthetic witness fails: {bad}")
+    _say(f"witness {rec['witness_s']:.3f} s (first {rec['witness_first_s']:.1f} s), satisfied; "
+         f"first proof (compiles)")
+
+    t = time.perf_counter()
+    prover.prove(res, w, [True], None)
+    first = time.perf_counter() - t
+    _say(f"first proof {first:.1f} s; timing {reps}")
+    totals, per_stage = [], {}
+    for _ in range(reps):
+        proof, public, times = prover.prove(res, w, [True], None)
+        totals.append(times["total"])
+        for k, v in times.items():
+            per_stage.setdefault(k, []).append(v)
+        _say(f"proof {times['total']:.3f} s")
+    public = public[0]
+    if len(public) != m.num_inputs - 1 or len(public) != vk.ic.shape[-1] - 1 or public != want:
+        raise RuntimeError(
+            f"{kind} {size}: the proof's {len(public)} public inputs do not match the "
+            f"{len(want)} the kinds module computes (key expects {vk.ic.shape[-1] - 1})")
+    med = statistics.median(totals)
+    rec.update(median_s=med, min_s=min(totals), max_s=max(totals), reps=reps,
+               first_proof_s=first, compile_s=max(first - med, 0.0),
+               stages_median_s={k: statistics.median(v) for k, v in per_stage.items()},
+               public_inputs=len(public), public_match=True, peak_bytes=peak_memory_bytes())
+    emit(rec, out)
+    if save:
+        from bench.groth16 import save_for_snarkjs
+        d = os.path.join(save, f"{kind}_{size}" + (f"_c{challenges}" if challenges else ""))
+        save_for_snarkjs(d, vk, proof, public)
+        _say(f"saved snarkjs JSON under {d}")
+    if verify:
+        _say("verifying (pairing)")
+        t = time.perf_counter()
+        ok = prover.verify(res, [public], proof)[0]
+        emit({"case": name + ".verify", "kind": kind, "size": size, "topology": spec.topology,
+              "challenges": challenges, "verified": ok, "verify_first_s": time.perf_counter() - t,
+              "command": argv_command(), **env}, out)
+        if not ok:
+            raise RuntimeError(f"{kind} {size}: the proof does not verify")
+    return Result(rec, vk, proof, public)
+
+
+def _names(s: str, known, what: str) -> list:
+    out = [x for x in s.split(",") if x]
+    bad = [x for x in out if x not in known]
+    if bad or not out:
+        raise SystemExit(f"--{what}: {', '.join(bad) or 'none given'}; known: {', '.join(known)}")
+    return out
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--kinds", default=",".join(KINDS), help="comma-separated: " + ", ".join(KINDS))
+    ap.add_argument("--sizes", default="2KiB", help="comma-separated: " + ", ".join(Z.SIZES))
+    ap.add_argument("--reps", type=int, default=5)
+    ap.add_argument("--challenges", type=int, default=None,
+                    help="scale each kind to N challenges (per sector for PoSt)")
+    ap.add_argument("--seed", type=int, default=0, help="seed of the synthetic inputs")
+    ap.add_argument("--out", default=None, help="append JSON records here")
+    ap.add_argument("--save", default=None,
+                    help="write snarkjs verification_key/proof/public JSON under DIR/<kind>_<size>")
+    ap.add_argument("--no-verify", action="store_true", help="skip our verifier")
+    ap.add_argument("--record-only", action="store_true",
+                    help="record and extract only (counts, times, PCE bytes)")
+    ap.add_argument("--force", action="store_true", help="run cases the memory plan says won't fit")
+    ap.add_argument("--cache", action="store_true", help="persistent compilation cache")
+    a = ap.parse_args(argv)
+    kinds = _names(a.kinds, KINDS, "kinds")
+    sizes = _names(a.sizes, tuple(Z.SIZES), "sizes")
+    if a.challenges is not None and a.challenges < 1:
+        raise SystemExit("--challenges: must be >= 1")
+    if a.cache:
+        from jaxprove.cache import enable_compilation_cache
+        enable_compilation_cache()
+    env = environment()
+    for size in sizes:
+        for kind in kinds:
+            run_case(kind, size, a.reps, env, a.out, not a.no_verify, a.save, a.record_only,
+                     a.challenges, a.seed, a.force)
+
+
+if __name__ == "__main__":
+    main()

@@ -47,9 +47,9 @@ from jaxprove import store
 from ops import spmv
 from ops.field import Fr
 
-VERSION = 2                 # bump whenever the stored layout or its meaning changes
+VERSION = 3                 # bump whenever the stored layout or its meaning changes
 FORMAT = "jaxprove-pce"
-_MATRIX_FIELDS = ("cols", "seg", "gen_cols", "gen_seg", "gen_coeff", "row0", "last", "cont")
+_MATRIX_FIELDS = spmv.DATA_FIELDS
 
 log = logging.getLogger(__name__)
 

@@ -1,50 +1,71 @@
-"""Sparse matrix × Fr vector products (SpMV) with lazy carry accumulation.
+"""Sparse matrix × Fr vector products (SpMV): a fixed-width row layout (ELL)
+for the short rows, lazily summed chunks for the rest.
 
 Math: for a sparse matrix M (rows × n) over Fr and a batch of vectors w,
 ``(M·w)[r] = Σ_k coeff_k · w[col_k]`` over the entries k of row r, in Fr.
 
-Layout (``BlockedCSR``): the entries of a CSR matrix, in row order, cut into
-chunks of bounded size.  Chunk q holds a contiguous run of entries that
-starts in row ``row0[q]`` and covers local rows ``0..last[q]`` (global row
-``row0[q] + i``); a row may be split across consecutive chunks (then the
-later chunk has ``cont[q]`` set).  Each chunk has fixed-size slots:
+Layout (``BlockedCSR``): every row's entries split into two parts.
 
-* ``gen_slots`` slots for entries with a coefficient other than ±1:
-  ``gen_cols``, ``gen_coeff`` (index into the coefficient table) and
-  ``gen_seg`` = local row;
-* ``slots`` slots for entries with coefficient ±1 (the overwhelming majority
-  in bellperson circuits): ``cols`` and ``seg``, the +1 entries first
-  (``seg = R + local row``), then the −1 entries (``seg = 2R + local row``),
-  R = ``block_rows``;
+1. The *ELL part* (fixed width): the first ``Kp`` entries of each row with
+   coefficient ±1 (the overwhelming majority in bellperson circuits) and its
+   first ``Kg`` entries with any other ("general") coefficient, in entry
+   order, as dense row-major arrays: ``ell_cols`` int32 (rows, Kp) with the
+   signs packed in ``ell_neg`` uint32 (rows,) (bit k set: slot k is −1), and
+   ``ell_gen_cols``, ``ell_gen_coeff`` int32 (rows, Kg) (column, index into
+   the coefficient table).  Unused slots have column ``num_cols``, which is
+   gathered as zero, so they add nothing.  The widths are chosen from the
+   histogram of per-row counts (``ell_widths``): a slot is added while the
+   rows it would take out of the overflow are worth more than the slot
+   costs every row.
+2. The *overflow*: the remaining entries of the (few) longer rows, as a
+   CSR over those rows only (overflow row i is global row ``long_rows[i]``),
+   cut into chunks of bounded size.  Chunk q holds a contiguous run of
+   entries that starts in overflow row ``row0[q]`` and covers local rows
+   ``0..last[q]``; a row may be split across consecutive chunks (then the
+   later chunk has ``cont[q]`` set).  Each chunk has fixed-size slots:
+   ``gen_slots`` slots for general entries (``gen_cols``, ``gen_coeff``,
+   ``gen_seg`` = local row) and ``slots`` slots for ±1 entries (``cols`` and
+   ``seg``, the +1 entries first with ``seg = R + local row``, then the −1
+   entries with ``seg = 2R + local row``, R = ``block_rows``); unused slots
+   have column ``num_cols`` and segment R − 1 (general) or 3R (±1, dropped),
+   so each chunk's segment ids, general slots first, are sorted.
 
-unused slots have column ``num_cols`` (gathered as zero) and segment R − 1
-(general slots) or 3R (±1 slots, dropped), so each chunk's segment ids,
-general slots first, are sorted, which XLA's sorted scatter uses to add runs
-of equal ids before touching memory.  Chunks are planned on the host
-(``block``) and evaluated on the device (``spmv``), one chunk per step of a
-``lax.scan``, so the shapes are static and the working memory is bounded by
-the chunk size, not by the matrix.
+With ELL widths (0, 0) there is no ELL part: the chunks cover every row
+(``long_rows`` is then empty and unused), which is the earlier all-CSR
+layout.  Both parts are planned on the host (``block``) and evaluated on the
+device (``spmv``); shapes are static and the working memory is bounded.
 
-Per chunk: gather w at the ±1 columns (no multiplication) and at the general
-columns (one Fr Montgomery product each, ``Fr.mul``: a Pallas kernel on GPU),
-split every term's eight 32-bit limbs into sixteen 16-bit halves, and add the
-halves of each (local row, group) with one segment sum in uint32: LAZY
-accumulation, no modular addition per term.  A row receives at most
+Evaluation of the ELL part (per chunk of rows, one ``lax.scan`` step each):
+gather w at the Kp + Kg columns of every row (plain XLA gathers from the
+element-major witness, whose 32-byte elements are contiguous) and the
+general coefficients from the table, then ONE elementwise kernel
+(``ops.elementwise``: a Pallas kernel on CUDA) per row adds or subtracts the
+±1 terms and multiplies-then-adds the general terms, modular (Fr add, sub,
+mul of the formula layer) — no scatter.  The last row chunk starts at
+``rows − C`` (overlapping its predecessor with identical values), so the
+output needs no padding.
+
+Evaluation of the overflow (one ``lax.scan`` step per chunk): gather w at
+the ±1 columns (no multiplication) and at the general columns (one Fr
+Montgomery product each), split every term's eight 32-bit limbs into
+sixteen 16-bit halves, and add the halves of each (local row, group) with
+one segment sum in uint32: LAZY accumulation.  A row receives at most
 ``max_terms ≤ 2^16`` terms per chunk (the planner cuts long rows into
-pieces), so each half-limb sum, even of the general and +1 groups together,
-stays below 2^32.  Per row the two sums S± are normalised
-(carries of the halves) into S = X + T·2^254 with X < 2^254 < r and a small
-T < 2^18, and one kernel forms ``(X+ + T+·2^254) − (X− + T−·2^254) mod r``
-(one Montgomery product by the constant 2^254·R per sign).  Since Montgomery
-form is linear (x ↦ x·R mod r), sums of Montgomery limbs are the Montgomery
-form of the sum, so no conversion is needed anywhere.
+pieces), so each half-limb sum stays below 2^32.  Per row the two sums S±
+are normalised into S = X + T·2^254 with X < 2^254 < r and T < 2^18, and one
+kernel forms ``(X+ + T+·2^254) − (X− + T−·2^254) mod r``.  The overflow's
+rows are then added (Fr) into their rows of the ELL result.  Since
+Montgomery form is linear (x ↦ x·R mod r), sums of Montgomery limbs are the
+Montgomery form of the sum, so no conversion is needed anywhere.
 
-Memory (B instances, E = slots, G = gen_slots, R = block_rows, n variables):
-the element-major witness copy 32·B·n bytes, the padded output 32·B·(rows+R)
-(plus the final unpadded copy), and per chunk about
-96·B·(E+G) (gathered terms, halves) + 384·B·R bytes (segment sums,
-normalisation, reduced rows).  The matrix itself: 8 bytes per ±1 entry and
-12 per general entry, plus slack in partly filled chunks.
+Memory (B instances, rows, n variables, K = Kp + Kg): the matrix holds
+4·(K + 1)·rows bytes of ELL (Kp > 0) plus 8 bytes per ±1 and 12 per general
+overflow entry (plus slack); an evaluation holds the element-major witness
+copy 32·B·n bytes, the output 32·B·rows, and per ELL row chunk of C rows
+(C·K·B ≈ ``ELL_CHUNK_SLOTS``) about 32·B·C·(2K + 1) + 32·C·Kg bytes
+(gathered terms, their limb-major copy, the result), per overflow chunk
+about 96·B·(E + G) + 384·B·R bytes (E = slots, G = gen_slots), and the
+overflow result 32·B·(long rows + R).
 """
 from __future__ import annotations
 
@@ -63,8 +84,16 @@ from ops.field import Fr
 
 PLUS, MINUS, GENERAL = 0, 1, 2
 MAX_TERMS = 1 << 16          # terms of one row in one chunk: 2^16 · (2^16 − 1) < 2^32
-TARGET_ENTRIES = 1 << 20     # default entries per chunk
+TARGET_ENTRIES = 1 << 20     # default entries per overflow chunk
 ALIGN = 128                  # slot counts are multiples of this
+MAX_ELL_WIDTH = 32           # slots of one kind per row (the signs fit one uint32)
+OVERFLOW_COST = 16.0         # an overflow entry costs about this many ±1 ELL slots
+GENERAL_SLOT_COST = 2.0      # a general ELL slot (gather, coefficient, product) in ±1 slots
+ELL_CHUNK_SLOTS = 1 << 24    # gathered terms per ELL row chunk (C·K·B), 512 MiB of limbs
+
+DATA_FIELDS = ("cols", "seg", "gen_cols", "gen_seg", "gen_coeff", "row0", "last", "cont",
+               "ell_cols", "ell_neg", "ell_gen_cols", "ell_gen_coeff", "long_rows")
+META_FIELDS = ("rows", "num_cols", "nnz", "block_rows")
 
 
 def coefficient_classes(coeffs: Sequence[int]) -> np.ndarray:
@@ -78,18 +107,21 @@ def coefficient_classes(coeffs: Sequence[int]) -> np.ndarray:
     return cls
 
 
-@functools.partial(jax.tree_util.register_dataclass,
-                   data_fields=["cols", "seg", "gen_cols", "gen_seg", "gen_coeff", "row0", "last",
-                                "cont"],
-                   meta_fields=["rows", "num_cols", "nnz", "block_rows"])
+@functools.partial(jax.tree_util.register_dataclass, data_fields=list(DATA_FIELDS),
+                   meta_fields=list(META_FIELDS))
 @dataclasses.dataclass(frozen=True)
 class BlockedCSR:
-    """A sparse Fr matrix in fixed-size chunks (module docstring).
+    """A sparse Fr matrix: fixed-width rows plus chunked overflow (module
+    docstring).
 
-    cols, seg: int32 (chunks, slots); gen_cols, gen_seg, gen_coeff: int32
-    (chunks, gen_slots); row0, last: int32 (chunks,); cont: bool (chunks,).
+    Overflow chunks: cols, seg int32 (chunks, slots); gen_cols, gen_seg,
+    gen_coeff int32 (chunks, gen_slots); row0, last int32 (chunks,); cont
+    bool (chunks,).  ELL: ell_cols int32 (rows, Kp); ell_neg uint32 (rows,)
+    (shape (0,) when Kp = 0); ell_gen_cols, ell_gen_coeff int32 (rows, Kg).
+    long_rows int32 (overflow rows,): the global row of each overflow row
+    (empty when Kp = Kg = 0: the chunks then cover all rows themselves).
     rows × num_cols: the matrix's shape; nnz: its entry count; block_rows: R,
-    the most local rows of one chunk."""
+    the most local rows of one overflow chunk."""
     cols: np.ndarray
     seg: np.ndarray
     gen_cols: np.ndarray
@@ -98,6 +130,11 @@ class BlockedCSR:
     row0: np.ndarray
     last: np.ndarray
     cont: np.ndarray
+    ell_cols: np.ndarray
+    ell_neg: np.ndarray
+    ell_gen_cols: np.ndarray
+    ell_gen_coeff: np.ndarray
+    long_rows: np.ndarray
     rows: int
     num_cols: int
     nnz: int
@@ -115,10 +152,39 @@ class BlockedCSR:
     def gen_slots(self) -> int:
         return self.gen_cols.shape[1]
 
+    @property
+    def ell_width(self) -> tuple[int, int]:
+        """(Kp, Kg): ±1 and general slots per row of the ELL part."""
+        return self.ell_cols.shape[1], self.ell_gen_cols.shape[1]
+
+    @property
+    def overflow_rows(self) -> int:
+        """Rows covered by the overflow chunks (all rows without an ELL part)."""
+        return self.rows if self.ell_width == (0, 0) else self.long_rows.shape[0]
+
 
 # ---------------------------------------------------------------- planning (host)
 def _round_up(x: int, m: int = ALIGN) -> int:
     return max(m, -(-int(x) // m) * m)
+
+
+def ell_widths(n_pm, n_gen, overflow_cost: float = OVERFLOW_COST) -> tuple[int, int]:
+    """ELL widths (Kp, Kg) from the per-row counts of ±1 and general entries
+    (int arrays (rows,)).  Each width grows while the rows that still spill
+    over it, times ``overflow_cost``, outweigh a slot for every row (a
+    general slot costing ``GENERAL_SLOT_COST``): the smallest k with
+    #{rows with count > k}·overflow_cost ≤ rows·slot_cost, at most
+    ``MAX_ELL_WIDTH``.  overflow_cost = 100 keeps ≥ 99% of rows (per kind)
+    within the ELL part; 0 gives (0, 0), no ELL part."""
+    def width(counts, slot_cost):
+        rows = len(counts)
+        if rows == 0 or overflow_cost <= 0:
+            return 0
+        spill = rows - np.cumsum(np.bincount(counts))       # spill[k]: rows with count > k
+        k = int(np.argmax(spill * overflow_cost <= rows * slot_cost))
+        return min(k, MAX_ELL_WIDTH)
+
+    return width(np.asarray(n_pm), 1.0), width(np.asarray(n_gen), GENERAL_SLOT_COST)
 
 
 def _chunk_bounds(indptr, is_gen, slots, gen_slots, block_rows, max_terms):
@@ -153,34 +219,11 @@ def _chunk_bounds(indptr, is_gen, slots, gen_slots, block_rows, max_terms):
     return np.array(out, dtype=np.int64).reshape(-1, 5).T
 
 
-def block(indptr, cols, coeff_ids, classes, num_cols: int, *, target: int = TARGET_ENTRIES,
-          slots: int | None = None, gen_slots: int | None = None,
-          block_rows: int | None = None, max_terms: int = MAX_TERMS) -> BlockedCSR:
-    """Plan the chunks of a CSR matrix (host numpy; arrays returned as numpy).
-
-    indptr (rows+1,), cols (nnz,), coeff_ids (nnz,) as in a CSR of a matrix
-    with ``num_cols`` columns; classes: ``coefficient_classes`` of the
-    coefficient table.  Slot counts default to about ``target`` entries per
-    chunk split in the matrix's ±1 : general ratio (with headroom), and
-    block_rows to the rows such a chunk spans (at most 2·target, which bounds
-    the working set of mostly empty matrices); max_terms (≤ MAX_TERMS) bounds
-    the terms of one row in one chunk.
-    """
-    indptr = np.asarray(indptr, np.int64)
-    cols = np.asarray(cols, np.int64)
-    coeff_ids = np.asarray(coeff_ids, np.int64)
+def _plan_chunks(indptr, cols, coeff_ids, cls, num_cols, target, slots, gen_slots, block_rows,
+                 max_terms):
+    """The overflow chunks of a CSR (indptr, cols, coeff_ids; cls the class
+    of each entry): the eight chunk arrays of ``BlockedCSR`` and block_rows."""
     rows, nnz = len(indptr) - 1, int(indptr[-1])
-    if rows < 0 or indptr[:1].tolist() != [0] or np.any(np.diff(indptr) < 0) or len(cols) != nnz \
-            or len(coeff_ids) != nnz:
-        raise ValueError(f"block: not a CSR matrix (indptr of length {len(indptr)} must rise "
-                         f"from 0 to the {len(cols)} cols and {len(coeff_ids)} coeff ids)")
-    if not 1 <= max_terms <= MAX_TERMS:
-        raise ValueError(f"block: max_terms must be in [1, {MAX_TERMS}], got {max_terms}")
-    if nnz and (coeff_ids.min() < 0 or coeff_ids.max() >= len(classes)):
-        raise ValueError(f"block: coefficient ids must lie in [0, {len(classes)})")
-    if nnz and (cols.min() < 0 or cols.max() >= num_cols):
-        raise ValueError(f"block: column indices must lie in [0, {num_cols})")
-    cls = np.asarray(classes)[coeff_ids] if nnz else np.zeros(0, np.int8)
     is_gen = cls == GENERAL
     n_gen = int(is_gen.sum())
     n_pm = nnz - n_gen
@@ -191,8 +234,8 @@ def block(indptr, cols, coeff_ids, classes, num_cols: int, *, target: int = TARG
                                              math.ceil(1.25 * rows * (slots + gen_slots) / total)))
     if min(slots, gen_slots, block_rows) < 1:
         raise ValueError("block: slots, gen_slots and block_rows must be positive")
-    if rows + 3 * block_rows >= 2**31 or num_cols >= 2**31:
-        raise ValueError("block: rows or columns do not fit int32 indices")
+    if rows + 3 * block_rows >= 2**31:
+        raise ValueError("block: rows do not fit int32 indices")
 
     start, end, row0, last, cont = _chunk_bounds(indptr, is_gen, slots, gen_slots, block_rows,
                                                  max_terms)
@@ -224,9 +267,95 @@ def block(indptr, cols, coeff_ids, classes, num_cols: int, *, target: int = TARG
     g_cols, g_seg, [(gidx, gch, gslot)] = fill([(is_gen, 0)], gen_slots, R - 1)
     g_coeff = np.zeros((n, gen_slots), np.int32)
     g_coeff[gch, gslot] = coeff_ids[gidx]
-    return BlockedCSR(pm_cols, pm_seg, g_cols, g_seg, g_coeff, row0.astype(np.int32),
-                      last.astype(np.int32), cont.astype(bool), rows, int(num_cols), nnz,
-                      block_rows)
+    return (pm_cols, pm_seg, g_cols, g_seg, g_coeff, row0.astype(np.int32),
+            last.astype(np.int32), cont.astype(bool)), block_rows
+
+
+def _plan_ell(indptr, cols, coeff_ids, cls, num_cols, widths, overflow_cost):
+    """Split the entries: the ELL arrays (ell_cols, ell_neg, ell_gen_cols,
+    ell_gen_coeff) and a mask of the entries left for the overflow."""
+    rows = len(indptr) - 1
+    row = np.repeat(np.arange(rows, dtype=np.int64), np.diff(indptr))
+    is_gen = cls == GENERAL
+    n_gen = np.bincount(row[is_gen], minlength=rows)
+    n_pm = np.diff(indptr) - n_gen
+    kp, kg = ell_widths(n_pm, n_gen, overflow_cost) if widths is None else widths
+    spill = np.ones(len(cols), bool)
+    arrays = []
+    for general, k, counts in ((False, kp, n_pm), (True, kg, n_gen)):
+        idx = np.flatnonzero(is_gen == general)
+        r = row[idx]
+        rank = np.arange(len(idx)) - (np.cumsum(counts) - counts)[r]   # position among its kind
+        keep = rank < k
+        idx, r, rank = idx[keep], r[keep], rank[keep]
+        spill[idx] = False
+        c = np.full((rows, k), num_cols, np.int32)
+        c[r, rank] = cols[idx]
+        if general:
+            ids = np.zeros((rows, k), np.int32)
+            ids[r, rank] = coeff_ids[idx]
+            arrays += [c, ids]
+        else:
+            bits = (cls[idx] == MINUS).astype(np.float64) * np.exp2(rank)
+            neg = np.bincount(r, weights=bits, minlength=rows).astype(np.uint32) if k \
+                else np.zeros(0, np.uint32)
+            arrays += [c, neg]
+    return tuple(arrays), spill
+
+
+def block(indptr, cols, coeff_ids, classes, num_cols: int, *, target: int = TARGET_ENTRIES,
+          slots: int | None = None, gen_slots: int | None = None,
+          block_rows: int | None = None, max_terms: int = MAX_TERMS,
+          ell_width: tuple[int, int] | None = None,
+          overflow_cost: float = OVERFLOW_COST) -> BlockedCSR:
+    """Plan a CSR matrix's ELL part and overflow chunks (host numpy; arrays
+    returned as numpy).
+
+    indptr (rows+1,), cols (nnz,), coeff_ids (nnz,) as in a CSR of a matrix
+    with ``num_cols`` columns; classes: ``coefficient_classes`` of the
+    coefficient table.  ELL widths: ``ell_width`` = (Kp, Kg) each in
+    [0, MAX_ELL_WIDTH], or chosen by ``ell_widths(..., overflow_cost)``;
+    (0, 0) puts every entry into the chunks.  Overflow slot counts default to
+    about ``target`` entries per chunk split in the overflow's ±1 : general
+    ratio (with headroom), and block_rows to the rows such a chunk spans (at
+    most 2·target, which bounds the working set of mostly empty matrices);
+    max_terms (≤ MAX_TERMS) bounds the terms of one row in one chunk.
+    """
+    indptr = np.asarray(indptr, np.int64)
+    cols = np.asarray(cols, np.int64)
+    coeff_ids = np.asarray(coeff_ids, np.int64)
+    rows, nnz = len(indptr) - 1, int(indptr[-1])
+    if rows < 0 or indptr[:1].tolist() != [0] or np.any(np.diff(indptr) < 0) or len(cols) != nnz \
+            or len(coeff_ids) != nnz:
+        raise ValueError(f"block: not a CSR matrix (indptr of length {len(indptr)} must rise "
+                         f"from 0 to the {len(cols)} cols and {len(coeff_ids)} coeff ids)")
+    if not 1 <= max_terms <= MAX_TERMS:
+        raise ValueError(f"block: max_terms must be in [1, {MAX_TERMS}], got {max_terms}")
+    if nnz and (coeff_ids.min() < 0 or coeff_ids.max() >= len(classes)):
+        raise ValueError(f"block: coefficient ids must lie in [0, {len(classes)})")
+    if nnz and (cols.min() < 0 or cols.max() >= num_cols):
+        raise ValueError(f"block: column indices must lie in [0, {num_cols})")
+    if ell_width is not None and (len(ell_width) != 2 or not all(
+            isinstance(k, (int, np.integer)) and 0 <= k <= MAX_ELL_WIDTH for k in ell_width)):
+        raise ValueError(f"block: ell_width must be two ints in [0, {MAX_ELL_WIDTH}], "
+                         f"got {ell_width!r}")
+    if rows >= 2**31 or num_cols >= 2**31:
+        raise ValueError("block: rows or columns do not fit int32 indices")
+    cls = np.asarray(classes)[coeff_ids] if nnz else np.zeros(0, np.int8)
+
+    ell, spill = _plan_ell(indptr, cols, coeff_ids, cls, num_cols,
+                           None if ell_width is None else tuple(map(int, ell_width)),
+                           overflow_cost)
+    if ell[0].shape[1] == ell[2].shape[1] == 0:              # no ELL part: chunks over all rows
+        long_rows = np.zeros(0, np.int32)
+        sub_indptr = indptr
+    else:
+        counts = np.bincount(np.repeat(np.arange(rows), np.diff(indptr))[spill], minlength=rows)
+        long_rows = np.flatnonzero(counts).astype(np.int32)
+        sub_indptr = np.concatenate([[0], np.cumsum(counts[long_rows])])
+    chunks, block_rows = _plan_chunks(sub_indptr, cols[spill], coeff_ids[spill], cls[spill],
+                                      num_cols, target, slots, gen_slots, block_rows, max_terms)
+    return BlockedCSR(*chunks, *ell, long_rows, rows, int(num_cols), nnz, block_rows)
 
 
 def to_csr(m: BlockedCSR, plus_id: int, minus_id: int):
@@ -234,14 +363,24 @@ def to_csr(m: BlockedCSR, plus_id: int, minus_id: int):
     row sorted by (col, coeff id); ±1 entries get coefficient ids ``plus_id``
     and ``minus_id``.  Host numpy; for tests and inspection."""
     R = m.block_rows
+    kp, kg = m.ell_width
+    glob = np.arange(m.rows) if (kp, kg) == (0, 0) else np.asarray(m.long_rows)
     row0 = np.asarray(m.row0)[:, None]
     parts = []
     for cols, seg, ids in ((m.cols, m.seg, None), (m.gen_cols, m.gen_seg, m.gen_coeff)):
         cols, seg = np.asarray(cols), np.asarray(seg)
         keep = cols < m.num_cols
-        row = (row0 + seg % R)[keep]
+        row = glob[(row0 + seg % R)[keep]]
         cid = (np.where(seg >= 2 * R, minus_id, plus_id) if ids is None else np.asarray(ids))[keep]
         parts.append((row, cols[keep], cid))
+    minus = (np.asarray(m.ell_neg, np.uint64)[:, None] >> np.arange(kp, dtype=np.uint64)) & 1 \
+        if kp else np.zeros((m.rows, 0), bool)
+    for cols, cid in ((m.ell_cols, np.where(minus == 1, minus_id, plus_id)),
+                      (m.ell_gen_cols, m.ell_gen_coeff)):
+        cols = np.asarray(cols)
+        keep = cols < m.num_cols
+        rows = np.repeat(np.arange(m.rows)[:, None], cols.shape[1], axis=1)
+        parts.append((rows[keep], cols[keep], np.asarray(cid)[keep]))
     row, col, cid = (np.concatenate(x).astype(np.int64) for x in zip(*parts))
     order = np.lexsort((cid, col, row))
     indptr = np.concatenate([[0], np.cumsum(np.bincount(row, minlength=m.rows))])
@@ -258,6 +397,39 @@ def _reduce_formula(ar, xp, tp, xn, tn):
 
 _reduce = elementwise(_reduce_formula, [(8,)] * 4, [((8,), jnp.uint32)], Fr.arith, Fr.config,
                       name="Fr_spmv_reduce")
+
+
+def ell_row_formula(kp: int, kg: int):
+    """The per-row formula of the ELL part, over (neg, pm, gen, coef) —
+    only the first two when kg = 0, only the last two when kp = 0:
+    neg raw limbs (1,) (bit k: slot k is −1), pm kp Fr terms, gen and coef
+    kg Fr terms and coefficients.  Returns Σ_k ±pm_k + Σ_j gen_j·coef_j."""
+    if kp + kg == 0:
+        raise ValueError("ell_row_formula: no slots")
+
+    def formula(ar, *args):
+        acc = None
+        if kp:
+            neg, pm = args[0], args[1]
+            for k in range(kp):
+                minus = ar.scalar_bit(neg, k)
+                acc = (ar.select(minus, ar.neg(pm[k]), pm[k]) if acc is None
+                       else ar.select(minus, ar.sub(acc, pm[k]), ar.add(acc, pm[k])))
+        if kg:
+            gen, coef = args[-2], args[-1]
+            for j in range(kg):
+                p = ar.mul(gen[j], coef[j])
+                acc = p if acc is None else ar.add(acc, p)
+        return acc
+
+    return formula
+
+
+@functools.lru_cache(maxsize=None)
+def _ell_kernel(kp: int, kg: int, config=Fr.config):
+    prefixes = ([(1,), (kp, Fr.L)] if kp else []) + ([(kg, Fr.L)] * 2 if kg else [])
+    return elementwise(ell_row_formula(kp, kg), prefixes, [((Fr.L,), jnp.uint32)], Fr.arith,
+                       config, name=f"Fr_spmv_ell_{kp}_{kg}")
 
 
 def _normalize(h):
@@ -283,19 +455,46 @@ def element_major(w):
     return jnp.transpose(w, (2, 1, 0))
 
 
-def spmv(m: BlockedCSR, coeffs, wt):
-    """M·w for every instance: wt (num_cols, B, 8) element-major Fr witnesses
-    (``element_major``), coeffs (8, n_coeffs) the Fr coefficient table ->
-    (8, B, rows) canonical Fr (Montgomery).  One ``lax.scan`` step per chunk."""
-    if wt.shape[0] != m.num_cols or wt.shape[2:] != (8,):
-        raise ValueError(f"spmv: expected element-major Fr (num_cols={m.num_cols}, B, 8), "
-                         f"got {wt.shape}")
+def _gather_terms(wt, idx):
+    """w at the columns idx (C, K) (column num_cols: zero) -> limb-major Fr
+    (K, 8, B, C).  wt: element-major (num_cols, B, 8)."""
+    C, K = idx.shape
+    n, B, L = wt.shape
+    g = jnp.take(wt.reshape(n, B * L), idx, axis=0, mode="fill", fill_value=0)   # (C, K, B·8)
+    return jnp.transpose(g.reshape(C, K, B, L), (1, 3, 2, 0))
+
+
+def _spmv_ell(m: BlockedCSR, coeffs, wt, chunk_slots: int, config):
+    """The ELL part: (8, B, rows), one scan step per chunk of C rows."""
+    kp, kg = m.ell_width
+    B = wt.shape[1]
+    rows = m.rows
+    C = min(rows, max(ALIGN, chunk_slots // ((kp + kg) * B)))
+    starts = np.minimum(np.arange(-(-rows // C)) * C, rows - C).astype(np.int32)
+    kernel = _ell_kernel(kp, kg, config)
+    table = coeffs.T                                                      # (n_coeffs, 8)
+
+    def step(out, s):
+        args = []
+        if kp:
+            neg = lax.dynamic_slice_in_dim(m.ell_neg, s, C)[None]           # (1, C)
+            args += [neg, _gather_terms(wt, lax.dynamic_slice_in_dim(m.ell_cols, s, C))]
+        if kg:
+            ids = lax.dynamic_slice_in_dim(m.ell_gen_coeff, s, C)           # (C, Kg)
+            coef = jnp.transpose(jnp.take(table, ids, axis=0, mode="clip"), (1, 2, 0))
+            args += [_gather_terms(wt, lax.dynamic_slice_in_dim(m.ell_gen_cols, s, C)),
+                     coef[:, :, None, :]]                                  # (Kg, 8, 1, C)
+        return lax.dynamic_update_slice(out, kernel(*args), (0, 0, s)), None
+
+    out, _ = lax.scan(step, jnp.zeros((Fr.L, B, rows), jnp.uint32), jnp.asarray(starts))
+    return out
+
+
+def _spmv_chunks(m: BlockedCSR, coeffs, wt):
+    """The overflow chunks: (8, B, overflow_rows), one scan step per chunk."""
     B = wt.shape[1]
     R = m.block_rows
-    if m.chunks == 0:
-        return jnp.zeros((8, B, m.rows), jnp.uint32)
-    if coeffs.shape[1] == 0:                 # no general entries can refer to an empty table
-        coeffs = jnp.zeros((8, 1), jnp.uint32)
+    rows = m.overflow_rows
     gather = functools.partial(jnp.take, wt, axis=0, mode="fill", fill_value=0)
 
     def step(state, ch):
@@ -316,7 +515,37 @@ def spmv(m: BlockedCSR, coeffs, wt):
         out = lax.dynamic_update_slice(out, vals, (0, 0, row0))
         return (out, carry), None
 
-    out0 = jnp.zeros((8, B, m.rows + R), jnp.uint32)
+    out0 = jnp.zeros((8, B, rows + R), jnp.uint32)
     xs = (m.cols, m.seg, m.gen_cols, m.gen_seg, m.gen_coeff, m.row0, m.last, m.cont)
     (out, _), _ = lax.scan(step, (out0, jnp.zeros((8, B), jnp.uint32)), xs)
-    return out[:, :, :m.rows]
+    return out[:, :, :rows]
+
+
+def spmv(m: BlockedCSR, coeffs, wt, *, chunk_slots: int = ELL_CHUNK_SLOTS,
+         config=Fr.config):
+    """M·w for every instance: wt (num_cols, B, 8) element-major Fr witnesses
+    (``element_major``), coeffs (8, n_coeffs) the Fr coefficient table ->
+    (8, B, rows) canonical Fr (Montgomery).  The ELL part in row chunks of
+    about ``chunk_slots`` gathered terms, plus the overflow chunks added into
+    their rows; config: the ELL kernel's ``KernelConfig`` (tests: the Pallas
+    kernel in interpret mode)."""
+    if wt.ndim != 3 or wt.shape[0] != m.num_cols or wt.shape[2:] != (8,):
+        raise ValueError(f"spmv: expected element-major Fr (num_cols={m.num_cols}, B, 8), "
+                         f"got {wt.shape}")
+    if coeffs.ndim != 2 or coeffs.shape[0] != Fr.L:
+        raise ValueError(f"spmv: expected the coefficient table as Fr (8, n_coeffs), "
+                         f"got {coeffs.shape}")
+    B = wt.shape[1]
+    if coeffs.shape[1] == 0:                 # no general entries can refer to an empty table
+        coeffs = jnp.zeros((8, 1), jnp.uint32)
+    if m.ell_width == (0, 0):
+        return _spmv_chunks(m, coeffs, wt) if m.chunks else jnp.zeros((8, B, m.rows), jnp.uint32)
+    if m.rows == 0:
+        return jnp.zeros((8, B, 0), jnp.uint32)
+    out = _spmv_ell(m, coeffs, wt, chunk_slots, config)
+    if m.chunks:
+        rest = _spmv_chunks(m, coeffs, wt)
+        at = out.at[:, :, m.long_rows]
+        out = at.set(Fr.add(at.get(indices_are_sorted=True, unique_indices=True), rest),
+                     indices_are_sorted=True, unique_indices=True)
+    return out

@@ -202,11 +202,13 @@ def test_evaluate_matches_python_ints(small):
 
 
 def test_evaluate_larger_circuit_default_sizing():
-    """A few thousand rows with the automatic chunk sizing (``target``
-    entries per chunk) instead of SMALL; every row checked."""
+    """A few thousand rows with the automatic sizing (ELL widths from the
+    row-length histogram, ``target`` entries per overflow chunk) instead of
+    SMALL; every row checked."""
     r1cs = random_r1cs(7, num_inputs=5, num_aux=1500, num_constraints=3000)
     m = pce.extract(r1cs, target=2048)
-    assert min(x.chunks for x in (m.a, m.b, m.c)) > 3
+    assert min(x.chunks for x in (m.a, m.b, m.c)) > 1
+    assert all(min(x.ell_width) > 0 for x in (m.a, m.b, m.c))
     ws = random_witnesses(random.Random(8), 2, m.num_vars)
     outs = pce.evaluate(m, to_device(ws, (2,)))
     for got, exp in zip(outs, reference(r1cs, ws)):

@@ -7,19 +7,27 @@ A/B/C 2.4/1.0/2.2 nonzeros per row, 722 M in all) or a smaller one
 uniform over all variables (``--cols random``, the worst case for the gather)
 or within a window around the row's position (``--cols local``),
 coefficients +1 / −1 (4:1) except a fraction ``--general`` of arbitrary Fr
-constants; bellperson's input rows appended.  Two JSON records per run
-(bench/common.py):
+constants; bellperson's input rows appended.  The same R1CS is planned in
+each layout of ``--layouts`` (``ell``: fixed-width rows plus overflow chunks,
+widths from ``--ell-width`` or the histogram rule with ``--overflow-cost``;
+``csr``: every entry in lazily summed chunks, the earlier path) and timed.
+JSON records per run (bench/common.py), per layout:
 
 * "pce.evaluate": extraction seconds (host planning + transfer), compile
   seconds of ``pce.evaluate``, median/min/max seconds per evaluation over
   >= 5 runs after a warm-up, nonzeros/s (× batch), and GB/s of a
   minimum-traffic model (index arrays once, one 32-byte witness element per
-  nonzero and instance, the witness transposed once, each output row written
-  once); a sample of rows of every matrix is checked against Python ints;
-* "gather_floor": the same witness transpose and column gathers alone, the
-  memory-traffic floor the evaluation is measured against.
+  slot and instance, the witness transposed once, each output row written
+  once); the ELL widths and the overflow's rows and entries; a sample of
+  rows of every matrix is checked against Python ints;
+* "gather_floor": the same witness transpose and a gather of every column
+  slot of the layout alone, the memory-traffic floor the evaluation is
+  measured against;
+* "ell_terms" (ell layout): the ELL gathers in the kernel's limb-major
+  layout (gather + transpose, the row chunks of ``ops.spmv``), without the
+  kernel.
 
-    python -m bench.pce --rows 1000                       # CPU smoke run
+    python -m bench.pce --rows 20000                      # CPU smoke run
     python -m bench.pce --out bench/results/pce_h200.jsonl  # full PoRep shape
 
 Anchor: cuzk evaluates this SpMV on the CPU in 3.2 s per partition alone
@@ -76,26 +84,70 @@ def synthetic(rows: int, inputs: int, aux: int, density, general: float, cols: s
                 np.zeros(n, bool))
 
 
+def _column_arrays(x: spmv.BlockedCSR):
+    return (x.ell_cols, x.ell_gen_cols, x.cols, x.gen_cols)
+
+
+def _index_arrays(x: spmv.BlockedCSR):
+    return _column_arrays(x) + (x.ell_neg, x.ell_gen_coeff, x.seg, x.gen_seg, x.gen_coeff,
+                                x.long_rows)
+
+
+def slot_count(m: pce.Matrices) -> int:
+    """Column slots of A, B and C (entries plus padding), ELL and overflow."""
+    return sum(int(c.size) for x in (m.a, m.b, m.c) for c in _column_arrays(x))
+
+
+def overflow_nnz(x: spmv.BlockedCSR) -> int:
+    return int(sum(np.sum(np.asarray(c) < x.num_cols) for c in (x.cols, x.gen_cols)))
+
+
 def traffic_bytes(m: pce.Matrices, batch: int) -> int:
     """Minimum-traffic model of one evaluation (module docstring)."""
     total = 2 * 32 * batch * m.num_vars                          # witness transpose
     for x in (m.a, m.b, m.c):
-        total += x.cols.nbytes + x.seg.nbytes + x.gen_cols.nbytes + x.gen_seg.nbytes \
-            + x.gen_coeff.nbytes
-        total += 32 * batch * x.nnz + 32 * batch * x.rows
+        total += sum(int(a.nbytes) for a in _index_arrays(x))
+        total += 32 * batch * sum(int(c.size) for c in _column_arrays(x)) + 32 * batch * x.rows
     return total
 
 
 @jax.jit
 def gather_floor(m: pce.Matrices, w):
     """The main memory traffic of an evaluation and nothing else: the
-    element-major witness copy and a gather of every ±1 slot of A, B and C,
-    summed (mod 2^32) so that nothing is optimised away."""
+    element-major witness copy and a gather of every column slot of A, B
+    and C, summed (mod 2^32) so that nothing is optimised away."""
     wt = spmv.element_major(w.reshape(Fr.L, -1, m.num_vars))
     total = jnp.uint32(0)
     for x in (m.a, m.b, m.c):
-        g = jnp.take(wt, x.cols.reshape(-1), axis=0, mode="fill", fill_value=0)
-        total = total + jnp.sum(g, dtype=jnp.uint32)
+        for c in _column_arrays(x):
+            if c.size:
+                g = jnp.take(wt, c.reshape(-1), axis=0, mode="fill", fill_value=0)
+                total = total + jnp.sum(g, dtype=jnp.uint32)
+    return total
+
+
+@jax.jit
+def ell_terms(m: pce.Matrices, w):
+    """The ELL gathers of an evaluation in the kernel's layout (gather and
+    limb-major transpose per row chunk, as ``ops.spmv``), summed (mod 2^32)."""
+    wt = spmv.element_major(w.reshape(Fr.L, -1, m.num_vars))
+    B = wt.shape[1]
+    total = jnp.uint32(0)
+    for x in (m.a, m.b, m.c):
+        kp, kg = x.ell_width
+        if kp + kg == 0 or x.rows == 0:
+            continue
+        C = min(x.rows, max(spmv.ALIGN, spmv.ELL_CHUNK_SLOTS // ((kp + kg) * B)))
+        starts = np.minimum(np.arange(-(-x.rows // C)) * C, x.rows - C).astype(np.int32)
+
+        def step(acc, s, x=x, C=C):
+            for c in (x.ell_cols, x.ell_gen_cols):
+                if c.shape[1]:
+                    t = spmv._gather_terms(wt, jax.lax.dynamic_slice_in_dim(c, s, C))
+                    acc = acc + jnp.sum(t, dtype=jnp.uint32)
+            return acc, None
+
+        total, _ = jax.lax.scan(step, total, jnp.asarray(starts))
     return total
 
 
@@ -118,36 +170,25 @@ def check_rows(r1cs: R1CS, w, outs, samples: int, seed: int) -> bool:
     return True
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--rows", type=int, default=POREP_ROWS, help="rows (constraints + inputs)")
-    ap.add_argument("--inputs", type=int, default=POREP_INPUTS)
-    ap.add_argument("--aux", type=int, default=None, help="default: PoRep's aux:rows ratio")
-    ap.add_argument("--density", default="2.4,1.0,2.2", help="nonzeros per row of A,B,C")
-    ap.add_argument("--general", type=float, default=0.1,
-                    help="fraction of entries with a coefficient other than ±1")
-    ap.add_argument("--cols", choices=("random", "local"), default="random")
-    ap.add_argument("--batch", type=int, default=1, help="witnesses evaluated at once")
-    ap.add_argument("--target", type=int, default=spmv.TARGET_ENTRIES, help="entries per chunk")
-    ap.add_argument("--reps", type=int, default=5)
-    ap.add_argument("--samples", type=int, default=32, help="rows per matrix checked (0: none)")
-    ap.add_argument("--seed", type=int, default=1)
-    ap.add_argument("--out")
-    a = ap.parse_args()
-    inputs = max(1, min(a.inputs, a.rows // 4))
-    aux = a.aux if a.aux is not None else max(1, round(a.rows * POREP_AUX / POREP_ROWS))
-    density = tuple(float(x) for x in a.density.split(","))
-    env = environment()
+def _widths(text: str):
+    if text == "auto":
+        return None
+    kp, kg = (int(v) for v in text.split(","))
+    return kp, kg
 
+
+def run_layout(layout: str, r1cs: R1CS, a, env: dict, key):
+    """Plan, check and time one layout; emits its records."""
+    block_args = dict(target=a.target)
+    if layout == "csr":
+        block_args["ell_width"] = (0, 0)
+    else:
+        block_args.update(ell_width=_widths(a.ell_width), overflow_cost=a.overflow_cost)
     t = time.time()
-    r1cs = synthetic(a.rows, inputs, aux, density, a.general, a.cols, a.seed)
-    gen_s = time.time() - t
-    t = time.time()
-    m = pce.extract(r1cs, target=a.target)
+    m = pce.extract(r1cs, **block_args)
     jax.block_until_ready(m)
     extract_s = time.time() - t
 
-    key = jax.random.key(a.seed)
     w = Fr.random(key, (a.batch, m.num_vars))
     w = w.at[:, :, 0].set(Fr.ones((a.batch,)))
     jax.block_until_ready(w)
@@ -159,27 +200,79 @@ def main():
     del outs
     r = time_fn(comp, (m, w), reps=a.reps)
     nnz = sum(m.nnz)
-    rec = {"case": "pce.evaluate", "rows": m.rows, "num_vars": m.num_vars, "nnz": list(m.nnz),
-           "batch": a.batch, "general": a.general, "cols": a.cols, "density": list(density),
-           "chunks": [x.chunks for x in (m.a, m.b, m.c)],
-           "slots": [[x.slots, x.gen_slots, x.block_rows] for x in (m.a, m.b, m.c)],
+    mats = (m.a, m.b, m.c)
+    rec = {"case": "pce.evaluate", "layout": layout, "rows": m.rows, "num_vars": m.num_vars,
+           "nnz": list(m.nnz), "batch": a.batch, "general": a.general, "cols": a.cols,
+           "density": list(a.density_t),
+           "ell_width": [list(x.ell_width) for x in mats],
+           "overflow_rows": [x.overflow_rows for x in mats],
+           "overflow_nnz": [overflow_nnz(x) for x in mats],
+           "chunks": [x.chunks for x in mats],
+           "slots": [[x.slots, x.gen_slots, x.block_rows] for x in mats],
            "matrices_bytes": m.nbytes,
-           "synthesis_s": round(gen_s, 2), "extract_s": round(extract_s, 2),
+           "synthesis_s": round(a.gen_s, 2), "extract_s": round(extract_s, 2),
            "compile_s": round(compile_s, 2), **r,
            "nnz_per_s": nnz * a.batch / r["median_s"],
            "model_gb_per_s": traffic_bytes(m, a.batch) / r["median_s"] / 1e9,
            "peak_bytes": peak_memory_bytes(), "correct_vs_python": checked,
            "command": argv_command(), **env, "anchor": ANCHOR}
     emit(rec, a.out)
+    del comp
 
-    comp = gather_floor.lower(m, w).compile()
-    r = time_fn(comp, (m, w), reps=a.reps)
-    slots = sum(x.cols.size for x in (m.a, m.b, m.c))
+    slots = slot_count(m)
     moved = 2 * 32 * a.batch * m.num_vars + slots * (4 + 32 * a.batch)
-    emit({"case": "gather_floor", "rows": m.rows, "batch": a.batch, "cols": a.cols, "slots": slots,
-          **r, "gb_per_s": moved / r["median_s"] / 1e9, "command": argv_command(), **env,
+    r = time_fn(gather_floor.lower(m, w).compile(), (m, w), reps=a.reps)
+    emit({"case": "gather_floor", "layout": layout, "rows": m.rows, "batch": a.batch,
+          "cols": a.cols, "slots": slots, **r, "gb_per_s": moved / r["median_s"] / 1e9,
+          "command": argv_command(), **env,
           "anchor": "the transpose and gathers of pce.evaluate alone (a floor for its time)"},
          a.out)
+    if layout == "ell" and any(sum(x.ell_width) for x in mats):
+        r = time_fn(ell_terms.lower(m, w).compile(), (m, w), reps=a.reps)
+        emit({"case": "ell_terms", "layout": layout, "rows": m.rows, "batch": a.batch,
+              "cols": a.cols, "ell_width": [list(x.ell_width) for x in mats], **r,
+              "command": argv_command(), **env,
+              "anchor": "the ELL gathers in the kernel's limb-major layout, without the kernel"},
+             a.out)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--rows", type=int, default=POREP_ROWS, help="rows (constraints + inputs)")
+    ap.add_argument("--inputs", type=int, default=POREP_INPUTS)
+    ap.add_argument("--aux", type=int, default=None, help="default: PoRep's aux:rows ratio")
+    ap.add_argument("--density", default="2.4,1.0,2.2", help="nonzeros per row of A,B,C")
+    ap.add_argument("--general", type=float, default=0.1,
+                    help="fraction of entries with a coefficient other than ±1")
+    ap.add_argument("--cols", choices=("random", "local"), default="random")
+    ap.add_argument("--batch", type=int, default=1, help="witnesses evaluated at once")
+    ap.add_argument("--layouts", default="ell,csr",
+                    help="comma-separated layouts to time: ell (fixed-width rows + overflow), "
+                         "csr (all entries in lazy chunks, the earlier path)")
+    ap.add_argument("--ell-width", default="auto",
+                    help="'Kp,Kg' ELL slots per row for every matrix, or auto (histogram rule)")
+    ap.add_argument("--overflow-cost", type=float, default=spmv.OVERFLOW_COST,
+                    help="auto widths: an overflow entry's cost in ±1 ELL slots")
+    ap.add_argument("--target", type=int, default=spmv.TARGET_ENTRIES,
+                    help="entries per overflow chunk")
+    ap.add_argument("--reps", type=int, default=5)
+    ap.add_argument("--samples", type=int, default=32, help="rows per matrix checked (0: none)")
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--out")
+    a = ap.parse_args()
+    layouts = a.layouts.split(",")
+    if not layouts or set(layouts) - {"ell", "csr"}:
+        ap.error(f"--layouts: expected a comma-separated subset of ell,csr, got {a.layouts!r}")
+    inputs = max(1, min(a.inputs, a.rows // 4))
+    aux = a.aux if a.aux is not None else max(1, round(a.rows * POREP_AUX / POREP_ROWS))
+    a.density_t = tuple(float(x) for x in a.density.split(","))
+    env = environment()
+
+    t = time.time()
+    r1cs = synthetic(a.rows, inputs, aux, a.density_t, a.general, a.cols, a.seed)
+    a.gen_s = time.time() - t
+    for layout in layouts:
+        run_layout(layout, r1cs, a, env, jax.random.key(a.seed))
 
 
 if __name__ == "__main__":

@@ -9,6 +9,7 @@ full), so the CPU run exercises every path of the chunked evaluation.
 """
 from __future__ import annotations
 
+import functools
 import json
 import os
 import random
@@ -452,3 +453,152 @@ def test_interrupted_save_leaves_nothing_partial(small, tmp_path, monkeypatch):
     assert sorted(os.listdir(tmp_path)) == ["kept"]
     monkeypatch.undo()
     assert pce.load(str(tmp_path), "kept") is not None
+
+
+# ---------------------------------------------------------------- the ELL layout (ops.spmv)
+def ell_rows(rng, n_vars):
+    """Rows of every short length 0..5 in every ±1/general mix, rows with
+    exactly Kp = 3 ±1 and Kg = 2 general terms, −1 in each slot position,
+    long rows (20 terms), and duplicate columns."""
+    kinds = {"p": lambda: 1, "m": lambda: R - 1, "g": lambda: rng.choice([2, 3, R - 2, 0,
+                                                                        rng.randrange(R)])}
+    patterns = ["", "p", "m", "g", "pm", "mp", "gg", "pmg", "ppm", "mmm", "pmpg", "gpgm",
+                "mpmgg", "pppgg", "ppmmgg", "ggg", "pppp", "p" * 20, "pmg" * 7, "g" * 20]
+    rows = []
+    for pat in patterns * 2:
+        rows.append([(rng.randrange(n_vars), kinds[k]()) for k in pat])
+    rows[3] = [(5, 1), (5, R - 1), (5, 7), (5, 7)]               # one column, cancelling
+    return rows
+
+
+def ell_case(seed=11, n_vars=37):
+    rng = random.Random(seed)
+    table = {}
+    rows = ell_rows(rng, n_vars)
+    csr = csr_from_rows(rows, table)
+    coeffs = tuple(sorted(table, key=table.get))
+    return rows, csr, coeffs, n_vars
+
+
+def test_block_splits_rows_into_ell_and_overflow():
+    """ELL arrays against the rows: the first Kp ±1 and Kg general entries
+    of each row in entry order (signs in ell_neg), everything else in the
+    overflow chunks of exactly the rows that spill (to_csr covers both)."""
+    rows, csr, coeffs, n = ell_case()
+    classes = spmv.coefficient_classes(coeffs)
+    m = spmv.block(csr.indptr, csr.cols, csr.coeff_ids, classes, n, ell_width=(3, 2),
+                   slots=16, gen_slots=8, block_rows=4, max_terms=6)
+    assert m.ell_width == (3, 2) and m.chunks > 3
+    spills = []
+    for r, row in enumerate(rows):
+        pm = [(c, x) for c, x in row if x in (1, R - 1)]
+        gen = [(c, x) for c, x in row if x not in (1, R - 1)]
+        assert m.ell_cols[r].tolist() == [c for c, _ in pm[:3]] + [n] * (3 - len(pm[:3])), r
+        assert int(m.ell_neg[r]) == sum(1 << k for k, (_, x) in enumerate(pm[:3]) if x == R - 1)
+        assert m.ell_gen_cols[r].tolist() == [c for c, _ in gen[:2]] + [n] * (2 - len(gen[:2]))
+        assert [coeffs[i] for i in m.ell_gen_coeff[r][:len(gen[:2])]] == [x for _, x in gen[:2]]
+        if len(pm) > 3 or len(gen) > 2:
+            spills.append(r)
+    assert m.long_rows.tolist() == spills and m.overflow_rows == len(spills)
+    one, minus = coeffs.index(1), coeffs.index(R - 1)
+    indptr, cols, ids = spmv.to_csr(m, one, minus)
+    want = [sorted((c, coeffs.index(x)) for c, x in row) for row in rows]
+    got = [list(zip(cols[indptr[r]:indptr[r + 1]].tolist(), ids[indptr[r]:indptr[r + 1]].tolist()))
+           for r in range(len(rows))]
+    assert got == want
+
+
+def test_ell_widths_rule():
+    """Widths from the count histogram: k grows while the rows with more than
+    k entries, times the overflow cost, outweigh one slot per row."""
+    n_pm = np.array([0] * 50 + [1] * 30 + [2] * 14 + [3] * 5 + [9])     # 100 rows
+    n_gen = np.array([0] * 80 + [1] * 15 + [2] * 5)
+    # rows with count > k, k = 0, 1, ...: ±1 50, 20, 6, 1 (to k = 8), 0; general 20, 5, 0
+    assert spmv.ell_widths(n_pm, n_gen, overflow_cost=16) == (2, 1)    # 6·16 <= 100; 5·16 <= 2·100
+    assert spmv.ell_widths(n_pm, n_gen, overflow_cost=100) == (3, 2)   # >= 99% of rows fit
+    assert spmv.ell_widths(n_pm, n_gen, overflow_cost=101) == (9, 2)   # nothing spills
+    assert spmv.ell_widths(n_pm, n_gen, overflow_cost=4) == (1, 0)     # 20·4 <= 100; 20·4 <= 200
+    assert spmv.ell_widths(n_pm, n_gen, overflow_cost=0) == (0, 0)
+    assert spmv.ell_widths(np.array([40] * 3), np.zeros(3, int)) == (spmv.MAX_ELL_WIDTH, 0)
+    assert spmv.ell_widths(np.zeros(0, int), np.zeros(0, int)) == (0, 0)
+
+
+def ell_reference(rows, ws):
+    return [[sum(x * w[c] for c, x in row) % R for row in rows] for w in ws]
+
+
+@pytest.fixture(scope="module")
+def ell_inputs():
+    rows, csr, coeffs, n = ell_case()
+    ws = random_witnesses(random.Random(12), 3, n)
+    wt = spmv.element_major(to_device(ws, (3,)))                         # (n, 3, 8)
+    return rows, csr, coeffs, n, ws, wt, jnp.asarray(Fr.from_int(list(coeffs)))
+
+
+@pytest.mark.parametrize("width", [(3, 2), (2, 0), (0, 1), (6, 3), (0, 0)],
+                         ids=["mixed", "pm-only", "general-only", "wide", "all-csr"])
+def test_ell_spmv_equals_python_ints_and_csr_path(ell_inputs, width):
+    """spmv in each layout equals the per-row Python-int sums (and therefore
+    the all-CSR layout) for a batch of 3, the ELL rows in several chunks
+    (the last one clamped to end at the last row)."""
+    rows, csr, coeffs, n, ws, wt, table = ell_inputs
+    m = spmv.block(csr.indptr, csr.cols, csr.coeff_ids, spmv.coefficient_classes(coeffs), n,
+                   ell_width=width, slots=16, gen_slots=8, block_rows=8, max_terms=6)
+    chunk = 3 * sum(width) * 16                                          # 16 rows per chunk
+    got = jax.jit(functools.partial(spmv.spmv, chunk_slots=chunk))(
+        jax.tree.map(jnp.asarray, m), table, wt)
+    assert got.shape == (8, 3, len(rows))
+    assert Fr.to_int(got).tolist() == ell_reference(rows, ws)
+
+
+def test_ell_without_overflow_and_empty_matrix():
+    """Every row inside the ELL part (no overflow chunks at all), and a
+    matrix without entries, with auto widths."""
+    n = 9
+    rows = [[(1, 1), (2, R - 1), (3, 5)], [], [(4, R - 1)], [(0, 1), (8, 1)]] * 3
+    table = {}
+    csr = csr_from_rows(rows, table)
+    coeffs = tuple(sorted(table, key=table.get))
+    classes = spmv.coefficient_classes(coeffs)
+    ws = random_witnesses(random.Random(13), 1, n)
+    wt = spmv.element_major(to_device(ws, (1,)))
+    m = spmv.block(csr.indptr, csr.cols, csr.coeff_ids, classes, n)
+    assert m.ell_width == (2, 1) and m.chunks == 0 and m.overflow_rows == 0
+    got = spmv.spmv(jax.tree.map(jnp.asarray, m), jnp.asarray(Fr.from_int(list(coeffs))), wt)
+    assert Fr.to_int(got).reshape(-1).tolist() == ell_reference(rows, ws)[0]
+    empty = spmv.block(np.zeros(5, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64),
+                       classes, n)
+    assert empty.ell_width == (0, 0)
+    got = spmv.spmv(jax.tree.map(jnp.asarray, empty), jnp.zeros((8, 0), jnp.uint32), wt)
+    assert got.shape == (8, 1, 4) and not np.asarray(got).any()
+
+
+def test_ell_kernel_pallas_interpret(ell_inputs):
+    """The ELL row kernel as the Pallas (GPU) kernel body in interpret mode,
+    through spmv (argument broadcasting over the batch included)."""
+    from ops.elementwise import KernelConfig
+    rows, csr, coeffs, n, ws, wt, table = ell_inputs
+    m = spmv.block(csr.indptr, csr.cols, csr.coeff_ids, spmv.coefficient_classes(coeffs), n,
+                   ell_width=(2, 1))
+    got = spmv.spmv(jax.tree.map(jnp.asarray, m), table, wt, config=KernelConfig(interpret=True))
+    assert Fr.to_int(got).tolist() == ell_reference(rows, ws)
+
+
+@pytest.mark.parametrize("width", [(1, 2, 3), (-1, 0), (spmv.MAX_ELL_WIDTH + 1, 0), (1.5, 0)])
+def test_block_rejects_bad_ell_width(width):
+    _, csr, coeffs, n = ell_case()
+    with pytest.raises(ValueError, match="ell_width"):
+        spmv.block(csr.indptr, csr.cols, csr.coeff_ids, spmv.coefficient_classes(coeffs), n,
+                   ell_width=width)
+
+
+def test_spmv_rejects_bad_shapes(ell_inputs):
+    _, csr, coeffs, n, _, wt, table = ell_inputs
+    m = jax.tree.map(jnp.asarray, spmv.block(csr.indptr, csr.cols, csr.coeff_ids,
+                                             spmv.coefficient_classes(coeffs), n))
+    with pytest.raises(ValueError, match="element-major"):
+        spmv.spmv(m, table, wt[:-1])
+    with pytest.raises(ValueError, match="element-major"):
+        spmv.spmv(m, table, jnp.transpose(wt, (2, 1, 0)))
+    with pytest.raises(ValueError, match="coefficient table"):
+        spmv.spmv(m, table.T, wt)

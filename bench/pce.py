@@ -137,8 +137,7 @@ def ell_terms(m: pce.Matrices, w):
         kp, kg = x.ell_width
         if kp + kg == 0 or x.rows == 0:
             continue
-        C = min(x.rows, max(spmv.ALIGN, spmv.ELL_CHUNK_SLOTS // ((kp + kg) * B)))
-        starts = np.minimum(np.arange(-(-x.rows // C)) * C, x.rows - C).astype(np.int32)
+        C, starts = spmv.ell_row_chunks(x.rows, (kp + kg) * B)
 
         def step(acc, s, x=x, C=C):
             for c in (x.ell_cols, x.ell_gen_cols):

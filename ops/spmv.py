@@ -464,13 +464,24 @@ def _gather_terms(wt, idx):
     return jnp.transpose(g.reshape(C, K, B, L), (1, 3, 2, 0))
 
 
+def ell_row_chunks(rows: int, slots_per_row: int, chunk_slots: int = ELL_CHUNK_SLOTS):
+    """Row chunks of the ELL evaluation: (C, starts) with C rows per chunk
+    (C·slots_per_row ≤ chunk_slots, rounded down to a multiple of ALIGN when
+    at least ALIGN so that the kernel needs no padding; at least 1, at most
+    rows) and int32 start rows ``starts``, the last one ``rows − C``
+    (overlapping its predecessor) so that every chunk is full.
+    rows ≥ 1, slots_per_row ≥ 1."""
+    C = max(1, chunk_slots // slots_per_row)
+    C = min(rows, C // ALIGN * ALIGN if C >= ALIGN else C)
+    return C, np.minimum(np.arange(-(-rows // C)) * C, rows - C).astype(np.int32)
+
+
 def _spmv_ell(m: BlockedCSR, coeffs, wt, chunk_slots: int, config):
     """The ELL part: (8, B, rows), one scan step per chunk of C rows."""
     kp, kg = m.ell_width
     B = wt.shape[1]
     rows = m.rows
-    C = min(rows, max(ALIGN, chunk_slots // ((kp + kg) * B)))
-    starts = np.minimum(np.arange(-(-rows // C)) * C, rows - C).astype(np.int32)
+    C, starts = ell_row_chunks(rows, (kp + kg) * B, chunk_slots)
     kernel = _ell_kernel(kp, kg, config)
     table = coeffs.T                                                      # (n_coeffs, 8)
 

@@ -545,6 +545,9 @@ def test_ell_spmv_equals_python_ints_and_csr_path(ell_inputs, width):
     m = spmv.block(csr.indptr, csr.cols, csr.coeff_ids, spmv.coefficient_classes(coeffs), n,
                    ell_width=width, slots=16, gen_slots=8, block_rows=8, max_terms=6)
     chunk = 3 * sum(width) * 16                                          # 16 rows per chunk
+    if sum(width):
+        C, starts = spmv.ell_row_chunks(len(rows), 3 * sum(width), chunk)
+        assert C == 16 and starts.tolist() == [0, 16, len(rows) - 16]    # the last one clamped
     got = jax.jit(functools.partial(spmv.spmv, chunk_slots=chunk))(
         jax.tree.map(jnp.asarray, m), table, wt)
     assert got.shape == (8, 3, len(rows))

@@ -270,7 +270,9 @@ def limits() -> dict:
 
 def shortfall(p: Plan, lim: dict, stages=("record", "setup", "prove")) -> str | None:
     """Why the planned case cannot fit ``lim`` (``limits()``), or None."""
-    gib = lambda b: f"{b / 2**30:.1f} GiB"                       # noqa: E731
+    def gib(b):
+        return f"{b / 2**30:.1f} GiB" if b >= 2**30 else f"{b / 2**20:.1f} MiB"
+
     need = {"record": ("host", p.host_record_bytes), "setup": ("device", p.setup_peak_bytes),
             "prove": ("device", p.prove_peak_bytes)}
     for stage in stages:
@@ -327,7 +329,8 @@ def run_case(kind: str, size: str, reps: int = 5, env: dict | None = None,
     if why and not force:
         _say(f"SKIPPED {kind} {size}: {why} (--force tries anyway; --record-only needs "
              f"host memory only; --challenges N scales the circuit down)")
-        emit({**rec, "skipped": why}, out)
+        rec["skipped"] = why
+        emit(rec, out)
         return Result(rec)
 
     t = time.perf_counter()
@@ -354,7 +357,8 @@ def run_case(kind: str, size: str, reps: int = 5, env: dict | None = None,
     why = shortfall(exact, lim, ("setup", "prove"))
     if why and not force:
         _say(f"SKIPPED setup/prove of {kind} {size}: {why}")
-        emit({**rec, "skipped": why}, out)
+        rec["skipped"] = why
+        emit(rec, out)
         return Result(rec)
 
     stages = {}

@@ -1,0 +1,168 @@
+"""bench/filecoin.py: the Filecoin proof benchmark's per-case function.
+
+Default (CPU, ~1 min): record-only cases through the command line and
+``run_case`` — counts against research/filecoin-circuits.md's published
+constraint / input counts (2KiB WindowPoSt 21,866 / 22, WinningPoSt 90,750 /
+132, PoRep 2,687,921 / 39, from which one PoRep challenge costs (2,687,921 −
+571)/2 + 571 rows), ``--challenges`` scaling (the topology says so, the
+recorded rows match the formulas), the ``.circuit`` JSON record, and the
+memory plan refusing a case that cannot fit before recording anything.
+
+Slow (``--runslow``; ~12 min on the 2-core CPU, almost all XLA compiles of
+setup, the MSMs and the pairing): the whole proving path of the 2KiB
+WindowPoSt scaled to one challenge per sector (2,755 rows) — setup, synthetic
+job, witness, resident proof, the timing record, the saved snarkjs JSON
+checked by our verifier reading it back and by ``snarkjs groth16 verify``
+(when installed under ~/.cache/jaxprove/npm), both refusing it once a public
+input is changed, the public challenge indices against hashlib, and the
+planned key bytes against the real key.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import random
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from bench import filecoin as F
+from jaxprove import formats as FM
+from jaxprove import groth16 as G
+
+# research/filecoin-circuits.md §1: constraints / public inputs (ONE excluded)
+PUBLISHED_2KIB = {"window-post": (21_866, 22), "winning-post": (90_750, 132),
+                  "porep": (2_687_921, 39)}
+POREP_TOP = 571                   # the PoRep partition's rows outside the challenges
+SNARKJS = Path.home() / ".cache/jaxprove/npm/node_modules/.bin/snarkjs"
+
+
+def _records(path):
+    return [json.loads(line) for line in Path(path).read_text().splitlines()]
+
+
+def test_cli_record_only_counts_match_the_research_note(tmp_path):
+    out = tmp_path / "r.jsonl"
+    F.main(["--kinds", "window-post,winning-post", "--sizes", "2KiB", "--record-only",
+            "--out", str(out)])
+    recs = {r["kind"]: r for r in _records(out)}
+    assert set(recs) == {"window-post", "winning-post"}
+    for kind, r in recs.items():
+        constraints, inputs = PUBLISHED_2KIB[kind]
+        assert r["case"] == f"filecoin.{kind}.circuit" and r["size"] == "2KiB"
+        assert (r["constraints"], r["num_inputs"]) == (constraints, inputs + 1)
+        assert r["rows"] == r["est_rows"] == constraints + inputs + 1
+        assert r["rows_match_estimate"] is True
+        assert r["num_vars"] == r["num_inputs"] + r["num_aux"] and 0 < r["bit_vars"] < r["num_vars"]
+        assert 2 ** (r["domain_log"] - 1) < r["rows"] <= 2 ** r["domain_log"]
+        assert len(r["nnz"]) == 3 and min(r["nnz"]) >= r["rows"] - inputs - 1
+        assert r["matrices_bytes"] > 0 and r["record_s"] > 0 and r["extract_s"] > 0
+        assert "setup_s" not in r and "skipped" not in r
+        assert r["plan_key_bytes"] > 96 * 2 ** (r["domain_log"] - 1)    # H alone
+    assert recs["window-post"]["domain_log"] == 15 and recs["winning-post"]["domain_log"] == 17
+
+
+@pytest.mark.parametrize("kind", ["window-post", "porep", "snap"])
+def test_challenges_scale_the_circuit(kind):
+    rec = F.run_case(kind, "2KiB", record_only=True, challenges=1).record
+    assert rec["topology"].endswith("-c1") or "-c1-" in rec["topology"]
+    assert rec["rows_match_estimate"] is True
+    full = F.counts(kind, "2KiB")[0]
+    assert rec["constraints"] < full
+    if kind == "window-post":            # S·(313 + K·P): 2 sectors, K 10 -> 1
+        p = (PUBLISHED_2KIB[kind][0] // 2 - 313) // 10
+        assert rec["constraints"] == 2 * (313 + p) and rec["num_inputs"] == 2 * 2 + 1
+    if kind == "porep":                  # one of the 2 challenges
+        assert rec["constraints"] == POREP_TOP + (PUBLISHED_2KIB[kind][0] - POREP_TOP) // 2
+        assert rec["num_inputs"] == 3 + 18 + 1
+    if kind == "snap":
+        assert rec["num_inputs"] == 4 + 1
+
+
+def test_cases_that_cannot_fit_are_refused_before_recording(tmp_path, monkeypatch):
+    out = tmp_path / "s.jsonl"
+    monkeypatch.setattr(F, "limits", lambda: {"device": 1 << 20, "host": 1 << 40})
+    rec = F.run_case("winning-post", "2KiB", out=str(out)).record
+    assert "setup needs about" in rec["skipped"] and "device memory" in rec["skipped"]
+    assert "90,883 rows" in rec["skipped"] and "record_s" not in rec
+    assert _records(out)[0]["skipped"] == rec["skipped"]
+    # record-only needs host memory only
+    assert "skipped" not in F.run_case("window-post", "2KiB", record_only=True).record
+    monkeypatch.setattr(F, "limits", lambda: {"device": 1 << 40, "host": 1 << 20})
+    rec = F.run_case("window-post", "2KiB", record_only=True).record
+    assert rec["skipped"].startswith("record needs about") and "host memory" in rec["skipped"]
+    # a full 32GiB PoRep partition on one H200 (141 GiB, 128 GiB host): no setup as is
+    h200 = {"device": 141 << 30, "host": 128 << 30}
+    why = F.shortfall(F.plan_from_counts("porep", "32GiB"), h200)
+    assert why.startswith("setup needs") and "130,278,869 rows" in why and "2^27" in why
+    assert "GiB of device memory" in why and "has 141.0 GiB" in why
+
+
+def test_bad_arguments():
+    with pytest.raises(ValueError, match="unknown proof kind 'post'"):
+        F.spec_for("post", "2KiB")
+    with pytest.raises(ValueError, match="unknown sector size '4KiB'"):
+        F.spec_for("porep", "4KiB")
+    with pytest.raises(ValueError, match="challenges must be a positive integer"):
+        F.spec_for("snap", "2KiB", 0)
+    with pytest.raises(SystemExit, match="--kinds: bogus"):
+        F.main(["--kinds", "porep,bogus"])
+    with pytest.raises(SystemExit, match="--sizes: 1TiB"):
+        F.main(["--sizes", "1TiB"])
+    with pytest.raises(ValueError, match="reps must be >= 1"):
+        F.run_case("porep", "2KiB", reps=0)
+
+
+def _leaf(randomness: bytes, sector_id: int, c: int, nodes: int) -> int:
+    """vanilla.rs generate_leaf_challenge, from hashlib."""
+    d = hashlib.sha256(randomness + sector_id.to_bytes(8, "little") + c.to_bytes(8, "little"))
+    return int.from_bytes(d.digest()[:8], "little") % nodes
+
+
+@pytest.mark.slow
+def test_window_post_proof_path_and_saved_snarkjs_json(tmp_path):
+    out, save = tmp_path / "p.jsonl", tmp_path / "save"
+    res = F.run_case("window-post", "2KiB", reps=1, out=str(out), save=str(save),
+                     challenges=1, setup_seed=5)
+    circuit, rec, ver = _records(out)
+    assert circuit["case"] == "filecoin.window-post.circuit"
+    assert rec is not None and rec["case"] == "filecoin.window-post"
+    assert ver["case"] == "filecoin.window-post.verify" and ver["verified"] is True
+    assert rec["rows"] == 2 * (313 + (PUBLISHED_2KIB["window-post"][0] // 2 - 313) // 10) + 5
+    assert set(rec["stages_median_s"]) == {"spmv", "ntt", "msm_a", "msm_b_g1", "msm_b_g2",
+                                           "msm_l", "msm_h", "combine", "total"}
+    assert rec["min_s"] <= rec["median_s"] <= rec["max_s"] and rec["reps"] == 1
+    assert rec["setup_s"] > 0 and rec["witness_s"] > 0 and rec["job_partitions"] == 1
+    assert rec["public_inputs"] == 4 and rec["public_match"] is True
+    # the planned key bytes are the key's point vectors (+ 5 constant points + vk's IC)
+    assert 0 <= rec["key_bytes"] - rec["plan_key_bytes"] < 96 * 16 + 192 * 8
+    # public inputs: per sector comm_r and its challenged leaf index (hashlib)
+    job = F.spec_for("window-post", "2KiB", 1).synthetic(random.Random(0))
+    sectors = job["partitions"][0]["sectors"]
+    randomness = bytes.fromhex(job["randomness"])
+    want = [v for i, s in enumerate(sectors)
+            for v in (int(s["comm_r"]), _leaf(randomness, s["id"], i, 64))]
+    d = save / "window-post_2KiB_c1"
+    assert [int(v) for v in json.loads((d / "public.json").read_text())] == want == res.public
+    vk = json.loads((d / "verification_key.json").read_text())
+    assert vk["nPublic"] == 4 and len(vk["IC"]) == 5 and vk["vk_alphabeta_12"] == []
+    bad = d / "public_bad.json"
+    changed = [want[0], (want[1] + 1) % 64] + want[2:]            # another challenged leaf
+    bad.write_text(json.dumps([str(v) for v in changed]))
+    # our verifier on the JSON read back (the batch shape proved above: compiled already)
+    pr = FM.read_proof_json(d / "proof.json")
+    pr = G.Proof(*(x[..., None] for x in pr))
+    for public, ok in ((d / "public.json", True), (bad, False)):
+        assert bool(np.asarray(G.verify(res.vk, [FM.read_public_json(public)], pr))
+                    .reshape(-1)[0]) is ok
+    if os.access(SNARKJS, os.X_OK):        # and snarkjs's verifier, when installed
+        def snarkjs(public):
+            r = subprocess.run([str(SNARKJS), "groth16", "verify", "verification_key.json",
+                                public.name, "proof.json"], cwd=d, capture_output=True,
+                               text=True, timeout=300)
+            return r.returncode == 0 and "OK" in r.stdout
+        assert snarkjs(d / "public.json")
+        assert not snarkjs(bad)

@@ -219,16 +219,19 @@ def plan(rows: int, num_vars: int, num_aux: int, dense_vars: int,
     variables (``num_aux`` aux, ``dense_vars`` not proven boolean) and PCE
     matrices of ``matrices_bytes``, domain m = 2^k ≥ rows:
 
-    key = 96·(2·num_vars + num_aux + m − 1) + 192·num_vars (affine A, B1, L,
-    H in G1, B2 in G2); setup peak = 2·key (the concatenated point vectors
-    and their slices) + 32·(7·num_vars + 2·m) (QAP values and scalars);
+    key = g1 + g2 with g1 = 96·(2·num_vars + num_aux + m − 1) (affine A, B1,
+    L, H) and g2 = 192·num_vars (B2); setup peak = 32·(7·num_vars + 2·m)
+    (QAP values and scalars) + the largest of 3·g1 (``fixed_base_points``'s
+    chunks, their concatenation and its slice), g1 + 3·g2, and 2·key (the
+    point vectors and the keys' slices of them);
     prove peak = key + matrices + 32·(num_vars + 12·m) (witness, a, b, c,
     NTT buffers) + the largest MSM working set (``ops.msm.working_set_bytes``
     for H's m − 1 points or the dense variables in G1, B2's in G2);
     host = ``HOST_BYTES_PER_ROW``·rows (recording and extraction)."""
     log_m = G.domain_log(rows)
     m = 1 << log_m
-    key = G1_AFFINE * (2 * num_vars + num_aux + m - 1) + G2_AFFINE * num_vars
+    g1, g2 = G1_AFFINE * (2 * num_vars + num_aux + m - 1), G2_AFFINE * num_vars
+    key = g1 + g2
     cfg = M.default_config()
 
     def ws(curve, n):
@@ -236,7 +239,7 @@ def plan(rows: int, num_vars: int, num_aux: int, dense_vars: int,
 
     msm = max(ws(G1, m - 1), ws(G1, dense_vars), ws(G2, dense_vars))
     return Plan(rows, log_m, HOST_BYTES_PER_ROW * rows, key,
-                2 * key + FR_BYTES * (7 * num_vars + 2 * m),
+                FR_BYTES * (7 * num_vars + 2 * m) + max(3 * g1, g1 + 3 * g2, 2 * key),
                 key + matrices_bytes + FR_BYTES * (num_vars + 12 * m) + msm)
 
 

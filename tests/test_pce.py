@@ -5,7 +5,9 @@ broken); persistence by restoring and comparing every array.
 
 Sizes are tiny and the chunk sizes forced small (many chunks, rows split
 across chunks, long rows cut into pieces, the general-coefficient slots
-full), so the CPU run exercises every path of the chunked evaluation.
+full), so the CPU run exercises every path of the chunked evaluation; the
+fixed-width (ELL) rows are checked against the rows they came from, in
+several widths, against Python ints and as the Pallas kernel body.
 """
 from __future__ import annotations
 
@@ -26,7 +28,9 @@ from jaxprove import pce, store
 from ops import spmv
 from ops.field import Fr
 
-SMALL = dict(slots=16, gen_slots=8, block_rows=8, max_terms=6)   # forces many chunks
+# Narrow ELL rows and small overflow chunks: both parts carry many entries, the
+# overflow in many chunks (rows split across chunks, long rows cut into pieces).
+SMALL = dict(slots=16, gen_slots=8, block_rows=8, max_terms=6, ell_width=(2, 1))
 
 
 # ---------------------------------------------------------------- builders (Python ints)
@@ -207,7 +211,7 @@ def test_evaluate_larger_circuit_default_sizing():
     row-length histogram, ``target`` entries per overflow chunk) instead of
     SMALL; every row checked."""
     r1cs = random_r1cs(7, num_inputs=5, num_aux=1500, num_constraints=3000)
-    m = pce.extract(r1cs, target=2048)
+    m = pce.extract(r1cs, target=2048, overflow_cost=8)          # a cheap overflow: both parts used
     assert min(x.chunks for x in (m.a, m.b, m.c)) > 1
     assert all(min(x.ell_width) > 0 for x in (m.a, m.b, m.c))
     ws = random_witnesses(random.Random(8), 2, m.num_vars)

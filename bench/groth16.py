@@ -11,14 +11,14 @@ pairing (``verified``).  Circuits (``--circuit``):
 * ``sha256``: n free 512-bit blocks hashed by bellperson's SHA-256 compression
   (26,352 rows each), block 0's digest packed into 2 public inputs.  Almost
   every witness value is a bit, as in Filecoin's circuits, so the A, B and L
-  MSMs see 0/1 scalars (skipped zero digits) and only H is a full MSM;
+  MSMs see 0/1 scalars (one entry per set bit) and only H is a full MSM;
 * ``dense``: n secret x_i with x_i², x_i³ (2 rows each): every witness value
   uniformly random, the worst case for the MSMs (A, B_G1, B_G2 and L full).
 
 One JSON record per size (bench/common.py fields) with the rows, domain,
 variables, seconds for record / extract / setup / witness, the proof's
-per-stage medians (spmv, ntt, msm_a, msm_b_g1, msm_b_g2, msm_l, msm_h,
-combine) and total median/min/max, and the device's peak bytes in use; then a
+per-stage medians (spmv, ntt, msm_g1, msm_g2, combine: see
+``groth16.prove``) and total median/min/max, and the device's peak bytes in use; then a
 ``.verify`` record once the last proof has been checked by our verifier.
 
     python -m bench.groth16 --sizes 16,20 --out bench/results/groth16_h200.jsonl

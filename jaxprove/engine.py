@@ -51,8 +51,8 @@ real proofs (``jaxprove.groth16``), with keys from a key store directory
 use; tests of the scheduler and residency use a fast stand-in.
 
 Timings per job (seconds, summed over its batches): queue_wait (submission to
-first pickup), witness, load, check, the prover's stages (spmv, ntt, msm_a,
-msm_b_g1, msm_b_g2, msm_l, msm_h, combine) and their sum prove, verify,
+first pickup), witness, load, check, the prover's stages (``groth16.prove``:
+spmv, ntt, msm_g1, msm_g2, combine; streaming: msm_a … msm_h) and their sum prove, verify,
 encode, total (submission
 to completion), and batch_sizes (the batch shape each partition was proved in).
 

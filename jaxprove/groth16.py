@@ -243,16 +243,18 @@ def prove(pk: ProvingKey, matrices: pce.Matrices, w, seed: int | None = None,
           msm_config: M.MSMConfig | None = None, domain: N.Domain | None = None):
     """Proofs for a batch of witnesses w ``(8, *batch, n_vars)`` (Fr, bellperson
     order, w[..., 0] = 1) -> (Proof with batch shape ``batch``, timings dict in
-    seconds per stage: spmv, ntt, msm_a, msm_b_g1, msm_b_g2, msm_l, msm_h,
-    combine, total).  Blinding r, s from the CSPRNG unless ``seed``.  A witness
+    seconds per stage: spmv, ntt, msm_g1 and msm_g2 (the merged MSMs; with
+    host-memory bases or an MSM budget instead msm_a, msm_b_g1, msm_b_g2,
+    msm_l, msm_h), combine, total).  Blinding r, s from the CSPRNG unless ``seed``.  A witness
     that does not satisfy the circuit (a∘b ≠ c) is refused with a ValueError
     naming each bad instance's first failing row, before any MSM.
 
     The witness values of the circuit's boolean variables (``bit_vars``, 0 or
-    1 in a satisfying witness) are summed by ``ops.msm.bits_sum`` and only the
-    other variables go through Pippenger (``ops.msm.msm_split``).  The
-    blinding terms r·δ (A), s·δ (B) are one more base of their MSMs; s·A,
-    r·B1 and −rs·δ are one batched scalar multiplication.  ``domain``
+    1 in a satisfying witness) enter the MSMs as one entry each (no
+    windows); the MSMs of one curve run as one merged Pippenger pass
+    (``prove_msms``).  The blinding terms r·δ (A), s·δ (B) are one more
+    term of their MSMs; s·A, r·B1 and −rs·δ are one batched scalar
+    multiplication.  ``domain``
     (``ops.ntt.domain`` of the circuit's size) may be passed to keep it
     resident between proofs."""
     pce._check_witness(matrices, w)
@@ -298,13 +300,38 @@ def prove_msms(pk: ProvingKey, w, h, num_inputs: int, bit_positions, r, s,
     (ours, snarkjs's): witness w ``(8, *batch, n_vars)``, h coefficients
     ``(8, *batch, len(pk.h))``, blinding r, s ``(8, *batch)``.
     ``bit_positions``: host indices of variables that are 0/1 in every
-    satisfying witness (summed by ``ops.msm.bits_sum``).  ``lap(stage, x)``
-    is called on each stage's result (timing)."""
+    satisfying witness (one entry each instead of a digit per window).
+    ``lap(stage, x)`` is called on each stage's result (timing).
+
+    With the bases on the device and no memory budget, the four G1 MSMs
+    (A + r·δ, B1 + s·δ, L, H) are ONE merged Pippenger pass
+    (``ops.msm.msm_many``, stage ``msm_g1``) and B2 + s·δ₂ another
+    (``msm_g2``): their fixed costs (sort, partial sums, bucket reduction)
+    are paid once per curve.  Otherwise (bases in host memory, or
+    ``msm_config.budget_bytes``) each MSM runs alone in bounded memory
+    (``ops.msm.msm_split``; stages msm_a, msm_b_g1, msm_b_g2, msm_l, msm_h)."""
     batch = w.shape[1:-1]
     bits = np.asarray(bit_positions, np.int64)
-    with_delta = functools.partial(_append, batch=batch)     # the blinding base at position n_vars
-
     bits_l = bits[bits >= num_inputs] - num_inputs
+    streaming = any(isinstance(x, np.ndarray) for x in (pk.a, pk.b_g1, pk.b_g2, pk.l, pk.h))
+    fixed = tuple(jnp.asarray(x) for x in (pk.alpha_g1, pk.beta_g1, pk.beta_g2, pk.delta_g1))
+    if not streaming and (msm_config is None or msm_config.budget_bytes is None):
+        def one(k):                                    # (8, *batch) -> (8, *batch, 1)
+            return k[..., None]
+        d1, d2 = jnp.asarray(pk.delta_g1)[..., None], jnp.asarray(pk.delta_g2)[..., None]
+        g1 = lap("msm_g1", M.msm_many(G1, [
+            M.Part(pk.a, w, 0, bits), M.Part(d1, one(r), 0),
+            M.Part(pk.b_g1, w, 1, bits), M.Part(d1, one(s), 1),
+            M.Part(pk.l, w[..., num_inputs:], 2, bits_l),
+            M.Part(pk.h, h, 3)], msm_config))
+        g2 = lap("msm_g2", M.msm_many(G2, [M.Part(pk.b_g2, w, 0, bits), M.Part(d2, one(s), 0)],
+                                       msm_config))
+        ax = len(G1.proj)
+        msm_a, msm_b1, msm_l, msm_h = (jnp.take(g1, o, axis=ax) for o in range(4))
+        msm_b2 = jnp.take(g2, 0, axis=len(G2.proj))
+        return lap("combine", _combine(fixed, msm_a, msm_b1, msm_b2, msm_l, msm_h, r, s))
+
+    with_delta = functools.partial(_append, batch=batch)     # the blinding base at position n_vars
     # G1 Pippenger sizes (A/B1 dense part + δ, L dense part, H): sizes within a factor of 4
     # of the largest are padded to it, so they share one compiled program
     sizes = [pk.a.shape[-1] + 1 - len(bits), pk.l.shape[-1] - len(bits_l), pk.h.shape[-1]]
@@ -319,7 +346,6 @@ def prove_msms(pk: ProvingKey, w, h, num_inputs: int, bit_positions, r, s,
     msm_b2 = lap("msm_b_g2", split(G2, *with_delta(pk.b_g2, w, pk.delta_g2, s), bits))
     msm_l = lap("msm_l", split(G1, pk.l, w[..., num_inputs:], bits_l, common[1]))
     msm_h = lap("msm_h", split(G1, pk.h, h, [], common[2]))
-    fixed = tuple(jnp.asarray(x) for x in (pk.alpha_g1, pk.beta_g1, pk.beta_g2, pk.delta_g1))
     return lap("combine", _combine(fixed, msm_a, msm_b1, msm_b2, msm_l, msm_h, r, s))
 
 

@@ -28,9 +28,20 @@ the device with no host round trip:
    is rounded up to a power of two (the padding is zero scalars, skipped), so
    few distinct programs are compiled.
 4. **bucket reduction**: per window Σ_b b·B_b by running sums in ng groups of
-   g buckets (R += B_t, S += R from the top), then the window/group terms
-   S_grp and R_grp are weighted by 2^(c·w) and 2^(c·w)·grp·g with a per-lane
-   double-and-add and summed per scalar vector by the same segmented sum.
+   g buckets (R += B_t, S += R from the top), then (GPU) the window/group
+   terms S_grp and R_grp are weighted by 2^(c·w) and 2^(c·w)·grp·g with a
+   per-lane double-and-add and summed per scalar vector by the same
+   segmented sum, or (CPU, ``MSMConfig.horner``) the groups are combined per
+   window and one formula runs Horner's rule over the windows: on the CPU a
+   formula runs in a register-machine interpreter whose cost is its
+   instruction count times the lanes (plus ~30 lanes' worth of dispatch per
+   instruction), and Horner needs ~256 doublings on one lane where the
+   weights need ~512 additions on 2·W·ng lanes.
+
+Scalars of identity bases (0, 0) count as 0 (their entries are skipped), so
+a proving key's zero query points cost nothing.  ``msm`` also splits off the
+positions where every scalar is 0 or 1 when they are many
+(``MSMConfig.split_threshold``, see ``msm``).
 
 Bounded memory: ``msm(..., config=MSMConfig(budget_bytes=...))`` processes the
 bases in chunks of a power-of-two size chosen so that one chunk's working set
@@ -47,6 +58,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
+from typing import Any, NamedTuple, Sequence
 
 import jax
 import jax.numpy as jnp
@@ -70,16 +82,28 @@ class MSMConfig:
     small_lanes: S, lanes of the partial
     reduction and bucket-reduction kernels; min_steps: the least entries per
     lane in the partial reduction (how fast it converges);
-    budget_bytes: device-memory budget of one MSM call (None: no chunking)."""
+    budget_bytes: device-memory budget of one MSM call (None: no chunking);
+    horner: how the windows are combined.  False: every window/group sum
+    weighted by its own power of two in parallel lanes (a double-and-add of
+    ~256 steps over 2·G·W·ng lanes), then summed (the GPU: one wide kernel);
+    True: the per-window group sums combined in G·W lanes, then ONE formula
+    per scalar vector runs Horner's rule over the windows (c doublings and
+    one addition per window, ~256 doublings in all on G lanes: the CPU,
+    where a formula's cost is its instruction count times the lanes);
+    split_threshold: ``msm`` sums the positions where every scalar vector
+    holds 0 or 1 by ``bits_sum`` and the rest by Pippenger when they are at
+    least this fraction of N (None: never split automatically)."""
     window: int | None = None
     lanes: int = 1 << 19
     small_lanes: int = 1 << 14
     min_steps: int = 64
     budget_bytes: int | None = None
+    horner: bool = False
+    split_threshold: float | None = 0.5
 
 
 GPU_CONFIG = MSMConfig()
-CPU_CONFIG = MSMConfig(lanes=1 << 8, small_lanes=1 << 5, min_steps=8)
+CPU_CONFIG = MSMConfig(lanes=1 << 8, small_lanes=1 << 5, min_steps=8, horner=True)
 
 
 def default_config() -> MSMConfig:
@@ -300,11 +324,54 @@ def bucket_sums(curve: Curve, bases_pm, keys, payload, nb: int, cfg: MSMConfig):
     return _reduce_parts(curve, pk, pv, buckets, cfg)
 
 
+@functools.lru_cache(maxsize=None)
+def _group_fn(curve: Curve, ng: int, g: int):
+    """Σ_b b·X_b of one window from its ng groups of g buckets: S ``(ng, 3,
+    *fp, *batch)`` (Σ_t (t+1)·X_{grp·g+t}) and R (Σ_t X_{grp·g+t}) ->
+    Σ_grp S_grp + g·Σ_grp grp·R_grp (running sums over the groups, log2 g
+    doublings), one formula."""
+    def f(ar, S, R):
+        C = curve.lift(ar)
+        tot = S[0]
+        for grp in range(1, ng):
+            tot = C.add(tot, S[grp])
+        run = acc = R[ng - 1]
+        for grp in range(ng - 2, 0, -1):
+            run = C.add(run, R[grp])
+            acc = C.add(acc, run)
+        for _ in range(g.bit_length() - 1):
+            acc = C.dbl(acc)
+        return C.add(tot, acc)
+    pre = (ng,) + curve.proj
+    return curve._ew(f, [pre, pre], "P", f"msm_groups_{ng}x{g}")
+
+
+@functools.lru_cache(maxsize=None)
+def _horner_fn(curve: Curve, W: int, c: int):
+    """Σ_w 2^(c·w)·T_w for window sums T ``(W, 3, *fp, *batch)`` ->
+    ``(3, *fp, *batch)`` by Horner's rule from the top window: per window c
+    doublings (one loop) and one addition, all in one formula."""
+    def f(ar, T):
+        C = curve.lift(ar)
+        acc = T[W - 1]
+        for w in range(W - 2, -1, -1):
+            acc = C.F.loop(c, lambda i, a: C.dbl(a), acc)
+            acc = C.add(acc, T[w])
+        return acc
+    return curve._ew(f, [(W,) + curve.proj], "P", f"msm_horner_{W}x{c}")
+
+
 def reduce_buckets(curve: Curve, buckets, G: int, c: int, cfg: MSMConfig):
     """Σ_w 2^(c·w) Σ_b b·bucket[g, w, b−1] for each of the G scalar vectors:
-    buckets ``(3, *fp, G·W·B)`` -> ``(3, *fp, G)``."""
+    buckets ``(3, *fp, G·W·B)`` -> ``(3, *fp, G)``.
+
+    Each window's B buckets are cut into ng groups of g (ng·G·W lanes, at
+    most ``small_lanes``, or ``lanes`` with ``horner``) reduced by running
+    sums from the top (g sequential steps): S_grp = Σ_t (t+1)·X_t, R_grp =
+    Σ_t X_t, so Σ_b b·X_b = Σ_grp S_grp + g·Σ_grp grp·R_grp.  The windows
+    are then combined as ``MSMConfig.horner`` says."""
     W, B = num_windows(c), 1 << (c - 1)
-    S = cfg.small_lanes
+    S = cfg.lanes if cfg.horner else cfg.small_lanes
     ng = 1
     while ng * 2 <= B and G * W * ng * 2 <= S:
         ng *= 2
@@ -321,6 +388,12 @@ def reduce_buckets(curve: Curve, buckets, G: int, c: int, cfg: MSMConfig):
         return R, add(Sm, R, zero)
 
     R, Sm = lax.fori_loop(0, g, running, (curve.identity((lanes,)), curve.identity((lanes,))))
+    if cfg.horner:
+        def by_group(v):      # lanes (g, w, grp) -> (ng, 3, *fp, G·W)
+            return jnp.moveaxis(v.reshape(pre + (G * W, ng)), -1, 0)
+        T = _group_fn(curve, ng, g)(by_group(Sm), by_group(R)) if ng > 1 else Sm
+        T = jnp.moveaxis(T.reshape(pre + (G, W)), -1, 0)               # (W, 3, *fp, G)
+        return _horner_fn(curve, W, c)(T)
     # weights: S_grp · 2^(c·w) and R_grp · 2^(c·w)·grp·g, as integers
     w_s, w_r = [], []
     for gi in range(G):
@@ -350,11 +423,20 @@ def point_major(curve: Curve, bases) -> jnp.ndarray:
     return bases.reshape(-1, n).T
 
 
+def _is_identity_pm(bases_pm):
+    """Point-major affine bases ``(N, rows)`` -> ``(N,)`` bool: the encoded
+    identity (0, 0)."""
+    return jnp.all(bases_pm == 0, axis=1)
+
+
 def _msm_core(curve: Curve, bases_pm, k, c: int, cfg: MSMConfig):
     """Buckets ``(3, *fp, G·W·B)`` of one chunk: bases point-major
-    ``(N, rows)``, canonical scalars ``(8, G, N)``."""
+    ``(N, rows)``, canonical scalars ``(8, G, N)``.  Scalars of identity
+    bases (0, 0) are taken as 0, so their digits are skipped (a proving key's
+    query points are the identity for variables absent from that matrix)."""
     G = k.shape[1]
     W, B = num_windows(c), 1 << (c - 1)
+    k = jnp.where(_is_identity_pm(bases_pm), jnp.uint32(0), k)
     digits = signed_digits(k, c).transpose(1, 0, 2)                # (G, W, N)
     keys, payload = bucket_keys(digits, B)
     return bucket_sums(curve, bases_pm, keys, payload, G * W * B, cfg)
@@ -409,7 +491,18 @@ def msm(curve: Curve, bases, scalars, config: MSMConfig | None = None):
     """Σ_i s_i·P_i for every scalar vector: bases affine ``(2, *fp, N)``
     (device or host array), scalars Fr ``(8, *batch, N)`` -> projective
     ``(3, *fp, *batch)``.  With ``config.budget_bytes`` the bases are
-    processed in power-of-two chunks whose working set fits the budget."""
+    processed in power-of-two chunks whose working set fits the budget.
+
+    0/1 split (``config.split_threshold``): the positions where every scalar
+    vector holds 0 or 1 are counted on the device (one host sync of the
+    count); when they are at least that fraction of N, they are summed by
+    ``bits_sum`` and only the other positions go through Pippenger, both
+    parts gathered on the device and padded to powers of two (so data with
+    different counts shares compiled programs).  Host bases (streaming) are
+    split on the host when a budget is set (the mask comes back, the
+    gathers run on the host).
+    No count when the scalars or bases are tracers (``msm`` called under
+    ``jit``): the plain path, whose sort already skips zero digits."""
     cfg = config or default_config()
     _check(curve, bases, scalars)
     n = bases.shape[-1]
@@ -419,6 +512,11 @@ def msm(curve: Curve, bases, scalars, config: MSMConfig | None = None):
     if not 1 <= c <= 16:
         raise ValueError(f"msm: window must be in [1, 16], got {c}")
     s = jnp.asarray(scalars).reshape(8, G, n)
+    if cfg.split_threshold is not None and not any(
+            isinstance(x, jax.core.Tracer) for x in (bases, scalars)):
+        out = _auto_split(curve, bases, s, cfg)
+        if out is not None:
+            return out.reshape(curve.proj + batch)
     if cfg.budget_bytes is None and n & (n - 1):
         # round N up to a power of two ((0, 0) bases, zero scalars: skipped entries), so
         # MSMs of nearby sizes share one compiled program
@@ -453,9 +551,11 @@ def msm(curve: Curve, bases, scalars, config: MSMConfig | None = None):
 @functools.partial(jax.jit, static_argnums=(0, 3))
 def _bits_jit(curve, bases, bits, cfg):
     G, N = bits.shape
+    pm = point_major(curve, bases)
+    bits = bits & ~_is_identity_pm(pm)                 # identity bases add nothing: skipped
     keys = jnp.where(bits, jnp.arange(G, dtype=jnp.int32)[:, None], jnp.int32(G)).reshape(-1)
     payload = jnp.broadcast_to(jnp.arange(N, dtype=jnp.uint32), (G, N)).reshape(-1)
-    return bucket_sums(curve, point_major(curve, bases), keys, payload, G, cfg)
+    return bucket_sums(curve, pm, keys, payload, G, cfg)
 
 
 def bits_sum(curve: Curve, bases, bits, config: MSMConfig | None = None):
@@ -479,36 +579,210 @@ def bits_sum(curve: Curve, bases, bits, config: MSMConfig | None = None):
     return out.reshape(curve.proj + batch)
 
 
+def _pow2(k: int) -> int:
+    """The least power of two >= k (k >= 1)."""
+    return 1 << (k - 1).bit_length()
+
+
+def _pad_last(x, size: int):
+    """Zero-pad the last axis of a host or device array to ``size``."""
+    pad = [(0, 0)] * (x.ndim - 1) + [(0, size - x.shape[-1])]
+    return (np if isinstance(x, np.ndarray) else jnp).pad(x, pad)
+
+
+def _split_sum(curve: Curve, bit_bases, bits, dense_bases, dense_scalars, cfg: MSMConfig):
+    """bits_sum(bit_bases, bits) + msm(dense_bases, dense_scalars); either
+    part may be None.  bits ``(G, k)`` bool, dense scalars ``(8, G, k')`` ->
+    ``(3, *fp, G)``."""
+    out = None
+    if bits is not None:
+        out = bits_sum(curve, bit_bases, bits, cfg)
+    if dense_scalars is not None:
+        d = msm(curve, dense_bases, dense_scalars, cfg)
+        out = d if out is None else curve.add(out, d)
+    return out
+
+
+@jax.jit
+def _bit_mask(scalars):
+    """Fr scalars ``(8, G, N)`` (Montgomery) -> (mask ``(N,)`` bool: every
+    vector holds 0 or 1 there (limbs 0 or R mod r), count int32)."""
+    one = Fr.ones(()).reshape(8, 1, 1)
+    mask = jnp.all(jnp.all(scalars == 0, axis=0) | jnp.all(scalars == one, axis=0), axis=0)
+    return mask, jnp.sum(mask, dtype=jnp.int32)
+
+
+@functools.partial(jax.jit, static_argnums=(3, 4))
+def _gather_split(bases, scalars, mask, kb: int, kd: int):
+    """Split by ``mask`` on the device: (bit bases ``(2, *fp, kb)``, bits
+    ``(G, kb)`` bool, dense bases ``(2, *fp, kd)``, dense scalars
+    ``(8, G, kd)``); padding slots hold the affine identity (0, 0) and a zero
+    scalar / bit."""
+    n = mask.shape[0]
+    take = lambda x, i: jnp.take(x, i, axis=-1, mode="fill", fill_value=0)
+    ib = jnp.nonzero(mask, size=kb, fill_value=n)[0]
+    idn = jnp.nonzero(~mask, size=kd, fill_value=n)[0]
+    bits = jnp.any(take(scalars, ib) != 0, axis=0)
+    return take(bases, ib), bits, take(bases, idn), take(scalars, idn)
+
+
+def count_bit_positions(scalars) -> int:
+    """How many positions of Fr scalars ``(8, *batch, N)`` hold 0 or 1 in
+    every vector (what ``msm``'s automatic split sends to ``bits_sum``)."""
+    s = jnp.asarray(scalars)
+    return int(_bit_mask(s.reshape(8, -1, s.shape[-1]))[1])
+
+
+def _auto_split(curve: Curve, bases, s, cfg: MSMConfig):
+    """``msm``'s 0/1 split of scalars ``(8, G, N)``: None when the 0/1
+    positions are fewer than ``cfg.split_threshold``·N (or none), else the
+    sums ``(3, *fp, G)``.  The dense part runs with the split off (no
+    recursion)."""
+    n = s.shape[-1]
+    mask, count = _bit_mask(s)
+    count = int(count)                        # the one host sync
+    if count == 0 or count < cfg.split_threshold * n:
+        return None
+    dense_cfg = dataclasses.replace(cfg, split_threshold=None)
+    if isinstance(bases, np.ndarray) and cfg.budget_bytes is not None:   # streaming: on the host
+        return msm_split(curve, bases, s, np.flatnonzero(np.asarray(mask)), dense_cfg)
+    kd = _pow2(n - count) if count < n else 0
+    bb, bits, db, ds = _gather_split(jnp.asarray(bases), s, mask, _pow2(count), kd)
+    return _split_sum(curve, bb, bits, db if kd else None, ds if kd else None, dense_cfg)
+
+
 def msm_split(curve: Curve, bases, scalars, bit_positions, config: MSMConfig | None = None,
               dense_size: int | None = None):
     """Σ_i s_i·P_i where the scalars at ``bit_positions`` (host int array,
     the same for every vector) are known to be 0 or 1 (e.g. a circuit's
     boolean-constrained variables in a satisfying witness): those positions
-    are summed by ``bits_sum`` and only the others go through Pippenger
-    (``msm``) at their own, smaller size (padded to ``dense_size`` if given,
-    so several MSMs can share one compiled program).  Shapes as ``msm``."""
+    are summed by ``bits_sum`` (padded to a power of two) and only the others
+    go through ``msm`` at their own, smaller size (padded to ``dense_size``
+    if given, so several MSMs can share one compiled program; ``msm`` may
+    split that part again by counting).  Shapes as ``msm``."""
+    cfg = config or default_config()
     n = bases.shape[-1]
-    bit_positions = np.asarray(bit_positions, np.int64)
+    bit_positions = np.asarray(bit_positions, np.int64).reshape(-1)
+    if len(bit_positions) and (bit_positions.min() < 0 or bit_positions.max() >= n):
+        raise ValueError(f"msm_split: bit positions must lie in [0, {n})")
     is_dense = np.ones(n, bool)
     is_dense[bit_positions] = False
     dense = np.flatnonzero(is_dense)              # O(n), no sort: this runs on every proof
     # host bases (streaming mode) are gathered on the host and stay there
-    host = isinstance(bases, np.ndarray)
-    take = np.take if host else jnp.take
-    out = None
+    take = np.take if isinstance(bases, np.ndarray) else jnp.take
+    batch = scalars.shape[1:-1]
+    s = jnp.asarray(scalars).reshape((8, -1, n))
+    bb = bits = db = ds = None
     if len(bit_positions):
-        out = bits_sum(curve, take(bases, bit_positions, axis=-1),
-                       ~Fr.is_zero(jnp.take(scalars, jnp.asarray(bit_positions), axis=-1)), config)
-    if len(dense) or out is None:
-        b = take(bases, dense, axis=-1) if len(bit_positions) else bases
-        s = jnp.take(scalars, jnp.asarray(dense), axis=-1) if len(bit_positions) else scalars
-        pad = max(0, (dense_size or 0) - b.shape[-1])
-        if pad:
-            b = (np if host else jnp).pad(b, [(0, 0)] * (b.ndim - 1) + [(0, pad)])
-            s = jnp.pad(s, [(0, 0)] * (s.ndim - 1) + [(0, pad)])
-        d = msm(curve, b, s, config)
-        out = d if out is None else curve.add(out, d)
-    return out
+        kb = _pow2(len(bit_positions))
+        bb = _pad_last(take(bases, bit_positions, axis=-1), kb)
+        bits = _pad_last(jnp.any(jnp.take(s, jnp.asarray(bit_positions), axis=-1) != 0, axis=0), kb)
+    if len(dense) or bits is None:
+        db = take(bases, dense, axis=-1) if len(bit_positions) else bases
+        ds = jnp.take(s, jnp.asarray(dense), axis=-1) if len(bit_positions) else s
+        size = max(db.shape[-1], dense_size or 0)
+        db, ds = _pad_last(db, size), _pad_last(ds, size)
+    return _split_sum(curve, bb, bits, db, ds, cfg).reshape(curve.proj + batch)
+
+
+class Part(NamedTuple):
+    """One term list of a merged MSM (``msm_many``): Σ_i s_i·P_i over
+    ``bases`` affine ``(2, *fp, N)`` (device) and ``scalars`` Fr
+    ``(8, *batch, N)``, added into output ``out``.  ``bits``: host indices
+    whose scalars are 0 or 1 in every vector (one entry each, no windows),
+    or None."""
+    bases: Any
+    scalars: Any
+    out: int
+    bits: Any = None
+
+
+def _part_keys(s, dense_idx, bit_idx, grp, offset, c: int, nb: int):
+    """Sort keys and payloads of one part: s ``(8, Gb, N)``; grp ``(Gb,)``
+    int32 output groups.  Dense positions: W signed digits each, key
+    (grp·W + w)·B + |d| − 1; bit positions: one entry in bucket (grp, 0, 1)
+    if the scalar is nonzero.  Payload = offset + point index | sign << 31;
+    zero digits and zero bits get the sentinel nb."""
+    W, B = num_windows(c), 1 << (c - 1)
+    keys, pay = [], []
+    if dense_idx.shape[0]:
+        d = signed_digits(Fr.from_montgomery(jnp.take(s, dense_idx, axis=-1)), c)   # (W, Gb, Nd)
+        gw = grp[None, :, None] * W + jnp.arange(W, dtype=jnp.int32)[:, None, None]
+        mag = jnp.abs(d)
+        keys.append(jnp.where(mag == 0, nb, gw * B + mag - 1).reshape(-1))
+        idx = (dense_idx.astype(jnp.uint32) + jnp.uint32(offset))[None, None, :]
+        pay.append((idx | jnp.where(d < 0, jnp.uint32(1 << 31), jnp.uint32(0))).reshape(-1))
+    if bit_idx.shape[0]:
+        nz = ~Fr.is_zero(jnp.take(s, bit_idx, axis=-1))                        # (Gb, Nb)
+        keys.append(jnp.where(nz, grp[:, None] * (W * B), nb).reshape(-1))
+        idx = bit_idx.astype(jnp.uint32) + jnp.uint32(offset)
+        pay.append(jnp.broadcast_to(idx, nz.shape).reshape(-1))
+    return keys, pay
+
+
+@functools.partial(jax.jit, static_argnums=(0, 1, 2, 3))
+def _many_jit(curve, outs, c, cfg, bases, scalars, dense_idx, bit_idx):
+    n_out = max(outs) + 1
+    Gb = scalars[0].shape[1]
+    G = n_out * Gb
+    nb = G * num_windows(c) << (c - 1)
+    pm = jnp.concatenate([point_major(curve, b) for b in bases], axis=0)
+    keys, pay, offset = [], [], 0
+    for o, b, s, di, bi in zip(outs, bases, scalars, dense_idx, bit_idx):
+        grp = o * Gb + jnp.arange(Gb, dtype=jnp.int32)
+        k, p = _part_keys(s, di, bi, grp, offset, c, nb)
+        keys += k
+        pay += p
+        offset += b.shape[-1]
+    buckets = bucket_sums(curve, pm, jnp.concatenate(keys), jnp.concatenate(pay), nb, cfg)
+    return reduce_buckets(curve, buckets, G, c, cfg)
+
+
+def msm_many(curve: Curve, parts: Sequence[Part], config: MSMConfig | None = None):
+    """Several MSMs of one curve in ONE Pippenger pass: every part's entries
+    (signed-digit windows for general scalars, single entries for the
+    0/1 positions ``Part.bits``) are keyed by (output, batch index, window,
+    digit), sorted together, accumulated by one segmented sum and reduced
+    by one bucket reduction, so the fixed costs (sort, partial-sum levels,
+    running sums, window weights: sequential kernel launches, which dominate
+    small and bit-valued MSMs) are paid once instead of per MSM.  Parts with
+    the same ``out`` are added.  Every part's scalars have the same batch
+    shape; result projective ``(3, *fp, n_out, *batch)``.  The window is
+    chosen from the largest number of general positions.  Device working
+    set: the point-major copy of all bases plus the sort of all entries
+    (use ``msm``/``msm_split`` with ``MSMConfig.budget_bytes`` when that
+    does not fit)."""
+    cfg = config or default_config()
+    if not parts:
+        raise ValueError("msm_many: no parts")
+    batch = tuple(parts[0].scalars.shape[1:-1])
+    Gb = math.prod(batch)
+    bases, scalars, dense, bits, outs = [], [], [], [], []
+    for j, p in enumerate(parts):
+        b = jnp.asarray(p.bases)
+        _check(curve, b, p.scalars)
+        if tuple(p.scalars.shape[1:-1]) != batch:
+            raise ValueError(f"msm_many: part {j} has batch {tuple(p.scalars.shape[1:-1])}, "
+                             f"part 0 has {batch}")
+        if not (isinstance(p.out, int) and p.out >= 0):
+            raise ValueError(f"msm_many: part {j}: out must be an int >= 0, got {p.out!r}")
+        n = b.shape[-1]
+        bi = np.zeros(0, np.int64) if p.bits is None else np.asarray(p.bits, np.int64).reshape(-1)
+        if bi.size and (bi.min() < 0 or bi.max() >= n):
+            raise ValueError(f"msm_many: part {j}: bit positions outside [0, {n})")
+        is_dense = np.ones(n, bool)
+        is_dense[bi] = False
+        bases.append(b)
+        scalars.append(jnp.asarray(p.scalars).reshape(8, Gb, n))
+        dense.append(jnp.asarray(np.flatnonzero(is_dense).astype(np.int32)))
+        bits.append(jnp.asarray(bi.astype(np.int32)))
+        outs.append(p.out)
+    if sum(b.shape[-1] for b in bases) >= 1 << 31:
+        raise ValueError("msm_many: more than 2^31 bases in one call")
+    c = cfg.window or choose_window(max(1, max(d.shape[0] for d in dense)))
+    out = _many_jit(curve, tuple(outs), c, cfg, tuple(bases), tuple(scalars), tuple(dense),
+                    tuple(bits))
+    return out.reshape(curve.proj + (max(outs) + 1,) + batch)
 
 
 @functools.partial(jax.jit, static_argnums=0)

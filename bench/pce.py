@@ -7,7 +7,8 @@ A/B/C 2.4/1.0/2.2 nonzeros per row, 722 M in all) or a smaller one
 uniform over all variables (``--cols random``, the worst case for the gather)
 or within a window around the row's position (``--cols local``),
 coefficients +1 / −1 (4:1) except a fraction ``--general`` of arbitrary Fr
-constants; bellperson's input rows appended.  The same R1CS is planned in
+constants; bellperson's input rows appended; or (``--porep SIZE``) the
+recorded PoRep circuit of that sector size.  The same R1CS is planned in
 each layout of ``--layouts`` (``ell``: fixed-width rows plus overflow chunks,
 widths from ``--ell-width`` or the histogram rule with ``--overflow-cost``;
 ``csr``: every entry in lazily summed chunks, the earlier path) and timed.
@@ -16,10 +17,11 @@ JSON records per run (bench/common.py), per layout:
 * "pce.evaluate": extraction seconds (host planning + transfer), compile
   seconds of ``pce.evaluate``, median/min/max seconds per evaluation over
   >= 5 runs after a warm-up, nonzeros/s (× batch), and GB/s of a
-  minimum-traffic model (index arrays once, one 32-byte witness element per
-  slot and instance, the witness transposed once, each output row written
-  once); the ELL widths and the overflow's rows and entries; a sample of
-  rows of every matrix is checked against Python ints;
+  minimum-traffic model (the layout's index arrays once, one 32-byte
+  witness element per nonzero and instance, the witness transposed once,
+  each output row written once); the ELL and piece widths, the long rows,
+  pieces, entries outside the ELL part and entries of the chunks; a sample
+  of rows of every matrix is checked against Python ints;
 * "gather_floor": the same witness transpose and a gather of every column
   slot of the layout alone, the memory-traffic floor the evaluation is
   measured against;
@@ -85,12 +87,14 @@ def synthetic(rows: int, inputs: int, aux: int, density, general: float, cols: s
 
 
 def _column_arrays(x: spmv.BlockedCSR):
-    return (x.ell_cols, x.ell_gen_cols, x.cols, x.gen_cols)
+    """The arrays of witness columns (the chunks' columns index the piece
+    sums when there is an ELL part)."""
+    chunks = (x.cols, x.gen_cols) if x.ell_width == (0, 0) else ()
+    return (x.ell_cols, x.ell_gen_cols, x.piece_cols, x.piece_gen_cols) + chunks
 
 
 def _index_arrays(x: spmv.BlockedCSR):
-    return _column_arrays(x) + (x.ell_neg, x.ell_gen_coeff, x.seg, x.gen_seg, x.gen_coeff,
-                                x.long_rows)
+    return tuple(getattr(x, f) for f in spmv.DATA_FIELDS)
 
 
 def slot_count(m: pce.Matrices) -> int:
@@ -98,8 +102,15 @@ def slot_count(m: pce.Matrices) -> int:
     return sum(int(c.size) for x in (m.a, m.b, m.c) for c in _column_arrays(x))
 
 
-def overflow_nnz(x: spmv.BlockedCSR) -> int:
-    return int(sum(np.sum(np.asarray(c) < x.num_cols) for c in (x.cols, x.gen_cols)))
+def spilled_nnz(x: spmv.BlockedCSR) -> int:
+    """Entries outside the ELL part (in pieces, or in the chunks without one)."""
+    arrays = (x.cols, x.gen_cols) if x.ell_width == (0, 0) else (x.piece_cols, x.piece_gen_cols)
+    return int(sum(np.sum(np.asarray(c) < x.num_cols) for c in arrays))
+
+
+def chunk_entries(x: spmv.BlockedCSR) -> int:
+    pad = x.num_cols if x.ell_width == (0, 0) else x.pieces
+    return int(sum(np.sum(np.asarray(c) < pad) for c in (x.cols, x.gen_cols)))
 
 
 def traffic_bytes(m: pce.Matrices, batch: int) -> int:
@@ -107,7 +118,7 @@ def traffic_bytes(m: pce.Matrices, batch: int) -> int:
     total = 2 * 32 * batch * m.num_vars                          # witness transpose
     for x in (m.a, m.b, m.c):
         total += sum(int(a.nbytes) for a in _index_arrays(x))
-        total += 32 * batch * sum(int(c.size) for c in _column_arrays(x)) + 32 * batch * x.rows
+        total += 32 * batch * x.nnz + 32 * batch * x.rows
     return total
 
 
@@ -128,8 +139,9 @@ def gather_floor(m: pce.Matrices, w):
 
 @jax.jit
 def ell_terms(m: pce.Matrices, w):
-    """The ELL gathers of an evaluation in the kernel's layout (gather and
-    limb-major transpose per row chunk, as ``ops.spmv``), summed (mod 2^32)."""
+    """The ELL gathers of an evaluation (main rows, not the pieces) in the
+    kernel's layout (gather and limb-major transpose per row chunk, as
+    ``ops.spmv``), summed (mod 2^32)."""
     wt = spmv.element_major(w.reshape(Fr.L, -1, m.num_vars))
     B = wt.shape[1]
     total = jnp.uint32(0)
@@ -200,13 +212,14 @@ def run_layout(layout: str, r1cs: R1CS, a, env: dict, key):
     r = time_fn(comp, (m, w), reps=a.reps)
     nnz = sum(m.nnz)
     mats = (m.a, m.b, m.c)
-    rec = {"case": "pce.evaluate", "layout": layout, "rows": m.rows, "num_vars": m.num_vars,
+    rec = {"case": "pce.evaluate", "layout": layout, "circuit": r1cs.name, "rows": m.rows, "num_vars": m.num_vars,
            "nnz": list(m.nnz), "batch": a.batch, "general": a.general, "cols": a.cols,
            "density": list(a.density_t),
            "ell_width": [list(x.ell_width) for x in mats],
-           "overflow_rows": [x.overflow_rows for x in mats],
-           "overflow_nnz": [overflow_nnz(x) for x in mats],
-           "chunks": [x.chunks for x in mats],
+           "piece_width": [list(x.piece_width) for x in mats],
+           "long_rows": [x.overflow_rows for x in mats], "pieces": [x.pieces for x in mats],
+           "spilled_nnz": [spilled_nnz(x) for x in mats],
+           "chunk_entries": [chunk_entries(x) for x in mats], "chunks": [x.chunks for x in mats],
            "slots": [[x.slots, x.gen_slots, x.block_rows] for x in mats],
            "matrices_bytes": m.nbytes,
            "synthesis_s": round(a.gen_s, 2), "extract_s": round(extract_s, 2),
@@ -237,6 +250,9 @@ def run_layout(layout: str, r1cs: R1CS, a, env: dict, key):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--porep", metavar="SIZE", default=None,
+                    help="instead of a synthetic R1CS: the recorded PoRep circuit of this "
+                         "sector size (circuits.filecoin.porep.CONFIGS, e.g. 2KiB: 2.7M rows)")
     ap.add_argument("--rows", type=int, default=POREP_ROWS, help="rows (constraints + inputs)")
     ap.add_argument("--inputs", type=int, default=POREP_INPUTS)
     ap.add_argument("--aux", type=int, default=None, help="default: PoRep's aux:rows ratio")
@@ -268,7 +284,15 @@ def main():
     env = environment()
 
     t = time.time()
-    r1cs = synthetic(a.rows, inputs, aux, a.density_t, a.general, a.cols, a.seed)
+    if a.porep:
+        from circuits import cs
+        from circuits.filecoin import porep
+        if a.porep not in porep.CONFIGS:
+            ap.error(f"--porep: unknown size {a.porep!r}; one of {sorted(porep.CONFIGS)}")
+        r1cs = cs.record(porep.stacked_circuit, porep.CONFIGS[a.porep])
+        a.cols, a.general, a.density_t = None, None, ()
+    else:
+        r1cs = synthetic(a.rows, inputs, aux, a.density_t, a.general, a.cols, a.seed)
     a.gen_s = time.time() - t
     for layout in layouts:
         run_layout(layout, r1cs, a, env, jax.random.key(a.seed))

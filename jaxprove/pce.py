@@ -47,7 +47,7 @@ from jaxprove import store
 from ops import spmv
 from ops.field import Fr
 
-VERSION = 3                 # bump whenever the stored layout or its meaning changes
+VERSION = 4                 # bump whenever the stored layout or its meaning changes
 FORMAT = "jaxprove-pce"
 _MATRIX_FIELDS = spmv.DATA_FIELDS
 

@@ -1,10 +1,10 @@
-"""Sparse matrix × Fr vector products (SpMV): a fixed-width row layout (ELL)
-for the short rows, lazily summed chunks for the rest.
+"""Sparse matrix × Fr vector products (SpMV): fixed-width (ELL) rows, long
+rows in fixed-width pieces, lazily summed chunks.
 
 Math: for a sparse matrix M (rows × n) over Fr and a batch of vectors w,
 ``(M·w)[r] = Σ_k coeff_k · w[col_k]`` over the entries k of row r, in Fr.
 
-Layout (``BlockedCSR``): every row's entries split into two parts.
+Layout (``BlockedCSR``): every row's entries split into parts.
 
 1. The *ELL part* (fixed width): the first ``Kp`` entries of each row with
    coefficient ±1 (the overwhelming majority in bellperson circuits) and its
@@ -17,55 +17,67 @@ Layout (``BlockedCSR``): every row's entries split into two parts.
    histogram of per-row counts (``ell_widths``): a slot is added while the
    rows it would take out of the overflow are worth more than the slot
    costs every row.
-2. The *overflow*: the remaining entries of the (few) longer rows, as a
-   CSR over those rows only (overflow row i is global row ``long_rows[i]``),
-   cut into chunks of bounded size.  Chunk q holds a contiguous run of
-   entries that starts in overflow row ``row0[q]`` and covers local rows
-   ``0..last[q]``; a row may be split across consecutive chunks (then the
-   later chunk has ``cont[q]`` set).  Each chunk has fixed-size slots:
-   ``gen_slots`` slots for general entries (``gen_cols``, ``gen_coeff``,
-   ``gen_seg`` = local row) and ``slots`` slots for ±1 entries (``cols`` and
-   ``seg``, the +1 entries first with ``seg = R + local row``, then the −1
-   entries with ``seg = 2R + local row``, R = ``block_rows``); unused slots
-   have column ``num_cols`` and segment R − 1 (general) or 3R (±1, dropped),
-   so each chunk's segment ids, general slots first, are sorted.
+2. The *pieces* of the long rows (rows with more entries of a kind than
+   the ELL width; ``long_rows`` lists them): their remaining entries, in
+   order, cut into pieces of ``Qp`` ±1 and ``Qg`` general entries (piece j
+   of a row takes its spilled ±1 entries [j·Qp, (j+1)·Qp) and general
+   entries [j·Qg, (j+1)·Qg)), stored like the ELL part (``piece_*``) and
+   evaluated by the same kernel; the widths come from the histogram of the
+   spilled counts by the same rule.  Real circuits need this: in the 2 KiB
+   PoRep circuit 0.5% of A's rows (bit packings, ~190 terms each) hold 38%
+   of its entries.
+3. The *chunks*: the sums of each long row's pieces, as a CSR with +1
+   coefficients over the piece sums (column = piece id; none when every
+   long row has one piece: then piece i belongs to long row i), cut into
+   chunks of bounded size.  Chunk q holds a contiguous run of entries that
+   starts in row ``row0[q]`` and covers local rows ``0..last[q]``; a row may
+   be split across consecutive chunks (then the later chunk has ``cont[q]``
+   set).  Each chunk has fixed-size slots: ``gen_slots`` slots for general
+   entries (``gen_cols``, ``gen_coeff``, ``gen_seg`` = local row) and
+   ``slots`` slots for ±1 entries (``cols`` and ``seg``, the +1 entries
+   first with ``seg = R + local row``, then the −1 entries with ``seg = 2R +
+   local row``, R = ``block_rows``); unused slots have an out-of-range
+   column (gathered as zero) and segment R − 1 (general) or 3R (±1,
+   dropped), so each chunk's segment ids, general slots first, are sorted.
 
-With ELL widths (0, 0) there is no ELL part: the chunks cover every row
-(``long_rows`` is then empty and unused), which is the earlier all-CSR
-layout.  Both parts are planned on the host (``block``) and evaluated on the
-device (``spmv``); shapes are static and the working memory is bounded.
+With ELL widths (0, 0) there is no ELL part and there are no pieces: the
+chunks hold every entry of every row, over the witness (``long_rows`` is
+then empty and unused), which is the earlier all-CSR layout.  Everything is
+planned on the host (``block``) and evaluated on the device (``spmv``);
+shapes are static and the working memory is bounded.
 
-Evaluation of the ELL part (per chunk of rows, one ``lax.scan`` step each):
-gather w at the Kp + Kg columns of every row (plain XLA gathers from the
-element-major witness, whose 32-byte elements are contiguous) and the
-general coefficients from the table, then ONE elementwise kernel
-(``ops.elementwise``: a Pallas kernel on CUDA) per row adds or subtracts the
-±1 terms and multiplies-then-adds the general terms, modular (Fr add, sub,
-mul of the formula layer) — no scatter.  The last row chunk starts at
-``rows − C`` (overlapping its predecessor with identical values), so the
-output needs no padding.
+Evaluation of fixed-width rows (ELL part, pieces; per chunk of rows, one
+``lax.scan`` step each): gather w at the Kp + Kg columns of every row (plain
+XLA gathers from the element-major witness, whose 32-byte elements are
+contiguous) and the general coefficients from the table, then ONE
+elementwise kernel (``ops.elementwise``: a Pallas kernel on CUDA) per row
+adds or subtracts the ±1 terms and multiplies-then-adds the general terms,
+modular (Fr add, sub, mul of the formula layer) — no scatter.  The last row
+chunk starts at ``rows − C`` (overlapping its predecessor with identical
+values), so the output needs no padding.
 
-Evaluation of the overflow (one ``lax.scan`` step per chunk): gather w at
-the ±1 columns (no multiplication) and at the general columns (one Fr
-Montgomery product each), split every term's eight 32-bit limbs into
-sixteen 16-bit halves, and add the halves of each (local row, group) with
-one segment sum in uint32: LAZY accumulation.  A row receives at most
-``max_terms ≤ 2^16`` terms per chunk (the planner cuts long rows into
-pieces), so each half-limb sum stays below 2^32.  Per row the two sums S±
-are normalised into S = X + T·2^254 with X < 2^254 < r and T < 2^18, and one
-kernel forms ``(X+ + T+·2^254) − (X− + T−·2^254) mod r``.  The overflow's
-rows are then added (Fr) into their rows of the ELL result.  Since
-Montgomery form is linear (x ↦ x·R mod r), sums of Montgomery limbs are the
-Montgomery form of the sum, so no conversion is needed anywhere.
+Evaluation of the chunks (one ``lax.scan`` step per chunk): gather the
+source (the piece sums, element-major; or the witness) at the ±1 columns
+and at the general columns (one Fr Montgomery product each), split every
+term's eight 32-bit limbs into sixteen 16-bit halves, and add the halves of
+each (local row, group) with one segment sum in uint32: LAZY accumulation.
+A row receives at most ``max_terms ≤ 2^16`` terms per chunk (the planner
+cuts long rows into pieces), so each half-limb sum stays below 2^32.  Per
+row the two sums S± are normalised into S = X + T·2^254 with X < 2^254 < r
+and T < 2^18, and one kernel forms ``(X+ + T+·2^254) − (X− + T−·2^254) mod
+r``.  The long rows' sums are then added (Fr) into their rows of the ELL
+result.  Since Montgomery form is linear (x ↦ x·R mod r), sums of
+Montgomery limbs are the Montgomery form of the sum, so no conversion is
+needed anywhere.
 
-Memory (B instances, rows, n variables, K = Kp + Kg): the matrix holds
-4·(K + 1)·rows bytes of ELL (Kp > 0) plus 8 bytes per ±1 and 12 per general
-overflow entry (plus slack); an evaluation holds the element-major witness
-copy 32·B·n bytes, the output 32·B·rows, and per ELL row chunk of C rows
+Memory (B instances, rows, n variables, K = Kp + Kg, P pieces, Q = Qp +
+Qg): the matrix holds 4·(K + 1)·rows + 4·(Q + 1)·P bytes of fixed-width
+rows plus 8 bytes per chunk entry (plus slack); an evaluation holds the
+element-major witness copy 32·B·n bytes, the output 32·B·rows, the piece
+sums 64·B·P (and their element-major copy), and per row chunk of C rows
 (C·K·B ≈ ``ELL_CHUNK_SLOTS``) about 32·B·C·(2K + 1) + 32·C·Kg bytes
-(gathered terms, their limb-major copy, the result), per overflow chunk
-about 96·B·(E + G) + 384·B·R bytes (E = slots, G = gen_slots), and the
-overflow result 32·B·(long rows + R).
+(gathered terms, their limb-major copy, the result), per chunk about
+96·B·(E + G) + 384·B·R bytes (E = slots, G = gen_slots).
 """
 from __future__ import annotations
 
@@ -90,11 +102,15 @@ MAX_ELL_WIDTH = 32           # slots of one kind per row (the signs fit one uint
 OVERFLOW_COST = 24.0         # an overflow entry costs about this many ±1 ELL slots (estimate:
                              # 1.77 ns per entry measured on the H200 for the lazy chunks,
                              # ~0.07 ns per slot for the gather, transpose and kernel traffic)
+MAX_GEN_WIDTH = 4            # general slots per row chosen at most: each is a Montgomery product
+                             # unrolled in the row kernel, and Triton's compile time grows steeply
+                             # with kernel size (32 products: minutes on the H200, bench/NOTES.md)
 GENERAL_SLOT_COST = 2.0      # a general ELL slot (gather, coefficient, product) in ±1 slots
 ELL_CHUNK_SLOTS = 1 << 24    # gathered terms per ELL row chunk (C·K·B), 512 MiB of limbs
 
 DATA_FIELDS = ("cols", "seg", "gen_cols", "gen_seg", "gen_coeff", "row0", "last", "cont",
-               "ell_cols", "ell_neg", "ell_gen_cols", "ell_gen_coeff", "long_rows")
+               "ell_cols", "ell_neg", "ell_gen_cols", "ell_gen_coeff", "long_rows",
+               "piece_cols", "piece_neg", "piece_gen_cols", "piece_gen_coeff")
 META_FIELDS = ("rows", "num_cols", "nnz", "block_rows")
 
 
@@ -120,8 +136,12 @@ class BlockedCSR:
     gen_coeff int32 (chunks, gen_slots); row0, last int32 (chunks,); cont
     bool (chunks,).  ELL: ell_cols int32 (rows, Kp); ell_neg uint32 (rows,)
     (shape (0,) when Kp = 0); ell_gen_cols, ell_gen_coeff int32 (rows, Kg).
-    long_rows int32 (overflow rows,): the global row of each overflow row
-    (empty when Kp = Kg = 0: the chunks then cover all rows themselves).
+    long_rows int32 (long rows,): the global row of each long row (empty
+    when Kp = Kg = 0: the chunks then cover all rows themselves).  Pieces
+    of the long rows: piece_cols int32 (pieces, Qp), piece_neg uint32
+    (pieces,) (or (0,) when Qp = 0), piece_gen_cols, piece_gen_coeff int32
+    (pieces, Qg); the chunks then sum pieces (column = piece id) into long
+    rows, or there are no chunks and piece i belongs to long row i.
     rows × num_cols: the matrix's shape; nnz: its entry count; block_rows: R,
     the most local rows of one overflow chunk."""
     cols: np.ndarray
@@ -137,6 +157,10 @@ class BlockedCSR:
     ell_gen_cols: np.ndarray
     ell_gen_coeff: np.ndarray
     long_rows: np.ndarray
+    piece_cols: np.ndarray
+    piece_neg: np.ndarray
+    piece_gen_cols: np.ndarray
+    piece_gen_coeff: np.ndarray
     rows: int
     num_cols: int
     nnz: int
@@ -160,8 +184,18 @@ class BlockedCSR:
         return self.ell_cols.shape[1], self.ell_gen_cols.shape[1]
 
     @property
+    def piece_width(self) -> tuple[int, int]:
+        """(Qp, Qg): ±1 and general slots per piece of the long rows."""
+        return self.piece_cols.shape[1], self.piece_gen_cols.shape[1]
+
+    @property
+    def pieces(self) -> int:
+        return self.piece_cols.shape[0]
+
+    @property
     def overflow_rows(self) -> int:
-        """Rows covered by the overflow chunks (all rows without an ELL part)."""
+        """Rows covered by the overflow chunks (all rows without an ELL part),
+        else the long rows."""
         return self.rows if self.ell_width == (0, 0) else self.long_rows.shape[0]
 
 
@@ -176,7 +210,7 @@ def ell_widths(n_pm, n_gen, overflow_cost: float = OVERFLOW_COST) -> tuple[int, 
     over it, times ``overflow_cost``, outweigh a slot for every row (a
     general slot costing ``GENERAL_SLOT_COST``): the smallest k with
     #{rows with count > k}·overflow_cost ≤ rows·slot_cost, at most
-    ``MAX_ELL_WIDTH``.  overflow_cost = 100 keeps ≥ 99% of rows (per kind)
+    ``MAX_ELL_WIDTH`` (general: ``MAX_GEN_WIDTH``).  overflow_cost = 100 keeps ≥ 99% of rows (per kind)
     within the ELL part; 0 gives (0, 0), no ELL part."""
     def width(counts, slot_cost):
         rows = len(counts)
@@ -186,7 +220,7 @@ def ell_widths(n_pm, n_gen, overflow_cost: float = OVERFLOW_COST) -> tuple[int, 
         k = int(np.argmax(spill * overflow_cost <= rows * slot_cost))
         return min(k, MAX_ELL_WIDTH)
 
-    return width(np.asarray(n_pm), 1.0), width(np.asarray(n_gen), GENERAL_SLOT_COST)
+    return width(np.asarray(n_pm), 1.0), min(width(np.asarray(n_gen), GENERAL_SLOT_COST), MAX_GEN_WIDTH)
 
 
 def _chunk_bounds(indptr, is_gen, slots, gen_slots, block_rows, max_terms):
@@ -273,55 +307,65 @@ def _plan_chunks(indptr, cols, coeff_ids, cls, num_cols, target, slots, gen_slot
             last.astype(np.int32), cont.astype(bool)), block_rows
 
 
-def _plan_ell(indptr, cols, coeff_ids, cls, num_cols, widths, overflow_cost):
-    """Split the entries: the ELL arrays (ell_cols, ell_neg, ell_gen_cols,
-    ell_gen_coeff) and a mask of the entries left for the overflow."""
-    rows = len(indptr) - 1
-    row = np.repeat(np.arange(rows, dtype=np.int64), np.diff(indptr))
-    is_gen = cls == GENERAL
+def _kind_ranks(row, is_gen, rows):
+    """Per entry: its rank among the entries of its kind (±1 or general) in
+    its row, in entry order; and the per-row counts of ±1 and general
+    entries."""
     n_gen = np.bincount(row[is_gen], minlength=rows)
-    n_pm = np.diff(indptr) - n_gen
-    kp, kg = ell_widths(n_pm, n_gen, overflow_cost) if widths is None else widths
-    spill = np.ones(len(cols), bool)
-    arrays = []
-    for general, k, counts in ((False, kp, n_pm), (True, kg, n_gen)):
+    n_pm = np.bincount(row[~is_gen], minlength=rows)
+    rank = np.empty(len(row), np.int64)
+    for general, counts in ((False, n_pm), (True, n_gen)):
         idx = np.flatnonzero(is_gen == general)
-        r = row[idx]
-        rank = np.arange(len(idx)) - (np.cumsum(counts) - counts)[r]   # position among its kind
-        keep = rank < k
-        idx, r, rank = idx[keep], r[keep], rank[keep]
-        spill[idx] = False
-        c = np.full((rows, k), num_cols, np.int32)
-        c[r, rank] = cols[idx]
-        if general:
-            ids = np.zeros((rows, k), np.int32)
-            ids[r, rank] = coeff_ids[idx]
-            arrays += [c, ids]
-        else:
-            bits = (cls[idx] == MINUS).astype(np.float64) * np.exp2(rank)
-            neg = np.bincount(r, weights=bits, minlength=rows).astype(np.uint32) if k \
-                else np.zeros(0, np.uint32)
-            arrays += [c, neg]
-    return tuple(arrays), spill
+        rank[idx] = np.arange(len(idx)) - (np.cumsum(counts) - counts)[row[idx]]
+    return rank, n_pm, n_gen
+
+
+def _ell_fill(n_vrows, widths, vrow, slot, sel, cols, coeff_ids, cls, is_gen, num_cols):
+    """ELL arrays (cols, neg, gen_cols, gen_coeff) of n_vrows (virtual) rows
+    holding the entries ``sel`` (mask) at (vrow, slot); slot < width of the
+    entry's kind."""
+    kp, kg = widths
+    pm, g = sel & ~is_gen, sel & is_gen
+    c = np.full((n_vrows, kp), num_cols, np.int32)
+    c[vrow[pm], slot[pm]] = cols[pm]
+    bits = (cls[pm] == MINUS).astype(np.float64) * np.exp2(slot[pm])       # exact: < 2^32
+    neg = np.bincount(vrow[pm], weights=bits, minlength=n_vrows).astype(np.uint32) if kp \
+        else np.zeros(0, np.uint32)
+    gc = np.full((n_vrows, kg), num_cols, np.int32)
+    gc[vrow[g], slot[g]] = cols[g]
+    gi = np.zeros((n_vrows, kg), np.int32)
+    gi[vrow[g], slot[g]] = coeff_ids[g]
+    return c, neg, gc, gi
+
+
+def _check_width(name, width):
+    if width is not None and (len(width) != 2 or not all(
+            isinstance(k, (int, np.integer)) and 0 <= k <= MAX_ELL_WIDTH for k in width)):
+        raise ValueError(f"block: {name} must be two ints in [0, {MAX_ELL_WIDTH}], got {width!r}")
+    return None if width is None else tuple(int(k) for k in width)
 
 
 def block(indptr, cols, coeff_ids, classes, num_cols: int, *, target: int = TARGET_ENTRIES,
           slots: int | None = None, gen_slots: int | None = None,
           block_rows: int | None = None, max_terms: int = MAX_TERMS,
           ell_width: tuple[int, int] | None = None,
+          piece_width: tuple[int, int] | None = None,
           overflow_cost: float = OVERFLOW_COST) -> BlockedCSR:
-    """Plan a CSR matrix's ELL part and overflow chunks (host numpy; arrays
+    """Plan a CSR matrix's ELL part, pieces and chunks (host numpy; arrays
     returned as numpy).
 
     indptr (rows+1,), cols (nnz,), coeff_ids (nnz,) as in a CSR of a matrix
     with ``num_cols`` columns; classes: ``coefficient_classes`` of the
-    coefficient table.  ELL widths: ``ell_width`` = (Kp, Kg) each in
-    [0, MAX_ELL_WIDTH], or chosen by ``ell_widths(..., overflow_cost)``;
-    (0, 0) puts every entry into the chunks.  Overflow slot counts default to
-    about ``target`` entries per chunk split in the overflow's ±1 : general
-    ratio (with headroom), and block_rows to the rows such a chunk spans (at
-    most 2·target, which bounds the working set of mostly empty matrices);
-    max_terms (≤ MAX_TERMS) bounds the terms of one row in one chunk.
+    coefficient table.  Widths: ``ell_width`` = (Kp, Kg) and
+    ``piece_width`` = (Qp, Qg), each in [0, MAX_ELL_WIDTH], or chosen by
+    ``ell_widths(..., overflow_cost)`` from the row counts and the spilled
+    counts of the long rows (a piece width is at least 1 for a kind that
+    spills); ell_width (0, 0) puts every entry into the chunks (the earlier
+    layout).  Chunk slot counts default to about ``target`` entries per
+    chunk split in the ±1 : general ratio (with headroom), and block_rows to
+    the rows such a chunk spans (at most 2·target, which bounds the working
+    set of mostly empty matrices); max_terms (≤ MAX_TERMS) bounds the terms
+    of one row in one chunk.
     """
     indptr = np.asarray(indptr, np.int64)
     cols = np.asarray(cols, np.int64)
@@ -337,27 +381,50 @@ def block(indptr, cols, coeff_ids, classes, num_cols: int, *, target: int = TARG
         raise ValueError(f"block: coefficient ids must lie in [0, {len(classes)})")
     if nnz and (cols.min() < 0 or cols.max() >= num_cols):
         raise ValueError(f"block: column indices must lie in [0, {num_cols})")
-    if ell_width is not None and (len(ell_width) != 2 or not all(
-            isinstance(k, (int, np.integer)) and 0 <= k <= MAX_ELL_WIDTH for k in ell_width)):
-        raise ValueError(f"block: ell_width must be two ints in [0, {MAX_ELL_WIDTH}], "
-                         f"got {ell_width!r}")
+    ell_width = _check_width("ell_width", ell_width)
+    piece_width = _check_width("piece_width", piece_width)
     if rows >= 2**31 or num_cols >= 2**31:
         raise ValueError("block: rows or columns do not fit int32 indices")
     cls = np.asarray(classes)[coeff_ids] if nnz else np.zeros(0, np.int8)
+    is_gen = cls == GENERAL
+    row = np.repeat(np.arange(rows, dtype=np.int64), np.diff(indptr))
+    rank, n_pm, n_gen = _kind_ranks(row, is_gen, rows)
+    kp, kg = ell_width or ell_widths(n_pm, n_gen, overflow_cost)
+    k = np.where(is_gen, kg, kp)
+    ell = _ell_fill(rows, (kp, kg), row, rank, rank < k, cols, coeff_ids, cls, is_gen, num_cols)
+    spill = rank >= k
+    chunk_args = (target, slots, gen_slots, block_rows, max_terms)
+    if kp == kg == 0:                                        # no ELL part: chunks over all rows
+        no_pieces = (np.zeros((0, 0), np.int32), np.zeros(0, np.uint32),
+                     np.zeros((0, 0), np.int32), np.zeros((0, 0), np.int32))
+        chunks, block_rows = _plan_chunks(indptr, cols, coeff_ids, cls, num_cols, *chunk_args)
+        return BlockedCSR(*chunks, *ell, np.zeros(0, np.int32), *no_pieces, rows,
+                          int(num_cols), nnz, block_rows)
 
-    ell, spill = _plan_ell(indptr, cols, coeff_ids, cls, num_cols,
-                           None if ell_width is None else tuple(map(int, ell_width)),
-                           overflow_cost)
-    if ell[0].shape[1] == ell[2].shape[1] == 0:              # no ELL part: chunks over all rows
-        long_rows = np.zeros(0, np.int32)
-        sub_indptr = indptr
+    o_pm, o_gen = np.maximum(n_pm - kp, 0), np.maximum(n_gen - kg, 0)
+    long_rows = np.flatnonzero(o_pm + o_gen).astype(np.int32)
+    o_pm, o_gen = o_pm[long_rows], o_gen[long_rows]
+    qp, qg = piece_width or ell_widths(o_pm, o_gen, overflow_cost)
+    qp, qg = max(qp, int(o_pm.any())), max(qg, int(o_gen.any()))   # every spilled entry placed
+    per_row = np.maximum(-(-o_pm // max(qp, 1)), -(-o_gen // max(qg, 1)))
+    first = np.cumsum(per_row) - per_row                     # first piece of each long row
+    n_pieces = int(per_row.sum())
+    where = np.full(rows, -1, np.int64)
+    where[long_rows] = np.arange(len(long_rows))
+    vrow, slot = np.zeros(nnz, np.int64), np.zeros(nnz, np.int64)
+    i = np.flatnonzero(spill)                                # rank − k: rank among the spilled
+    vrow[i], slot[i] = np.divmod(rank[i] - k[i], np.where(is_gen[i], qg, qp))
+    vrow[i] += first[where[row[i]]]
+    pieces = _ell_fill(n_pieces, (qp, qg), vrow, slot, spill, cols, coeff_ids, cls, is_gen,
+                       num_cols)
+    if n_pieces == len(long_rows):                           # one piece per long row: no sums
+        sub = np.zeros(1, np.int64)
     else:
-        counts = np.bincount(np.repeat(np.arange(rows), np.diff(indptr))[spill], minlength=rows)
-        long_rows = np.flatnonzero(counts).astype(np.int32)
-        sub_indptr = np.concatenate([[0], np.cumsum(counts[long_rows])])
-    chunks, block_rows = _plan_chunks(sub_indptr, cols[spill], coeff_ids[spill], cls[spill],
-                                      num_cols, target, slots, gen_slots, block_rows, max_terms)
-    return BlockedCSR(*chunks, *ell, long_rows, rows, int(num_cols), nnz, block_rows)
+        sub = np.concatenate([[0], np.cumsum(per_row)])
+    n_sub = int(sub[-1])
+    chunks, block_rows = _plan_chunks(sub, np.arange(n_sub), np.zeros(n_sub, np.int64),
+                                      np.full(n_sub, PLUS, np.int8), n_pieces, *chunk_args)
+    return BlockedCSR(*chunks, *ell, long_rows, *pieces, rows, int(num_cols), nnz, block_rows)
 
 
 def to_csr(m: BlockedCSR, plus_id: int, minus_id: int):
@@ -365,24 +432,38 @@ def to_csr(m: BlockedCSR, plus_id: int, minus_id: int):
     row sorted by (col, coeff id); ±1 entries get coefficient ids ``plus_id``
     and ``minus_id``.  Host numpy; for tests and inspection."""
     R = m.block_rows
-    kp, kg = m.ell_width
-    glob = np.arange(m.rows) if (kp, kg) == (0, 0) else np.asarray(m.long_rows)
     row0 = np.asarray(m.row0)[:, None]
-    parts = []
+    chunked = []                                 # (overflow row, column, coefficient id)
     for cols, seg, ids in ((m.cols, m.seg, None), (m.gen_cols, m.gen_seg, m.gen_coeff)):
         cols, seg = np.asarray(cols), np.asarray(seg)
-        keep = cols < m.num_cols
-        row = glob[(row0 + seg % R)[keep]]
-        cid = (np.where(seg >= 2 * R, minus_id, plus_id) if ids is None else np.asarray(ids))[keep]
-        parts.append((row, cols[keep], cid))
-    minus = (np.asarray(m.ell_neg, np.uint64)[:, None] >> np.arange(kp, dtype=np.uint64)) & 1 \
-        if kp else np.zeros((m.rows, 0), bool)
-    for cols, cid in ((m.ell_cols, np.where(minus == 1, minus_id, plus_id)),
-                      (m.ell_gen_cols, m.ell_gen_coeff)):
-        cols = np.asarray(cols)
-        keep = cols < m.num_cols
-        rows = np.repeat(np.arange(m.rows)[:, None], cols.shape[1], axis=1)
-        parts.append((rows[keep], cols[keep], np.asarray(cid)[keep]))
+        keep = cols < (m.num_cols if m.ell_width == (0, 0) else m.pieces)
+        cid = (np.where(seg >= 2 * R, minus_id, plus_id) if ids is None else np.asarray(ids))
+        chunked.append(((row0 + seg % R)[keep], cols[keep], cid[keep]))
+    if m.ell_width == (0, 0):
+        parts = chunked
+    else:
+        parts = []
+
+        def fixed_width(arrays, row_of):
+            cols, neg, gen_cols, gen_ids = (np.asarray(a) for a in arrays)
+            q = cols.shape[1]
+            minus = (neg.astype(np.uint64)[:, None] >> np.arange(q, dtype=np.uint64)) & 1 if q \
+                else np.zeros(cols.shape, np.uint64)
+            for c, cid in ((cols, np.where(minus == 1, minus_id, plus_id)), (gen_cols, gen_ids)):
+                keep = c < m.num_cols
+                parts.append((np.broadcast_to(row_of[:, None], c.shape)[keep], c[keep],
+                              np.asarray(cid)[keep]))
+
+        fixed_width((m.ell_cols, m.ell_neg, m.ell_gen_cols, m.ell_gen_coeff), np.arange(m.rows))
+        long_rows = np.asarray(m.long_rows)
+        piece_row = long_rows.copy()             # no chunks: piece i is long row i
+        if m.chunks:
+            rows, cols = (np.concatenate(x) for x in zip(*[p[:2] for p in chunked]))
+            piece_row = np.zeros(m.pieces, np.int64)
+            piece_row[cols] = long_rows[rows]
+        if m.pieces:
+            fixed_width((m.piece_cols, m.piece_neg, m.piece_gen_cols, m.piece_gen_coeff),
+                        piece_row)
     row, col, cid = (np.concatenate(x).astype(np.int64) for x in zip(*parts))
     order = np.lexsort((cid, col, row))
     indptr = np.concatenate([[0], np.cumsum(np.bincount(row, minlength=m.rows))])
@@ -478,11 +559,12 @@ def ell_row_chunks(rows: int, slots_per_row: int, chunk_slots: int = ELL_CHUNK_S
     return C, np.minimum(np.arange(-(-rows // C)) * C, rows - C).astype(np.int32)
 
 
-def _spmv_ell(m: BlockedCSR, coeffs, wt, chunk_slots: int, config):
-    """The ELL part: (8, B, rows), one scan step per chunk of C rows."""
-    kp, kg = m.ell_width
+def _spmv_ell(arrays, rows: int, coeffs, wt, chunk_slots: int, config):
+    """Fixed-width rows: arrays (cols, neg, gen_cols, gen_coeff) of ``rows``
+    rows -> (8, B, rows), one scan step per chunk of C rows."""
+    cols, neg, gen_cols, gen_coeff = arrays
+    kp, kg = cols.shape[1], gen_cols.shape[1]
     B = wt.shape[1]
-    rows = m.rows
     C, starts = ell_row_chunks(rows, (kp + kg) * B, chunk_slots)
     kernel = _ell_kernel(kp, kg, config)
     table = coeffs.T                                                      # (n_coeffs, 8)
@@ -490,12 +572,12 @@ def _spmv_ell(m: BlockedCSR, coeffs, wt, chunk_slots: int, config):
     def step(out, s):
         args = []
         if kp:
-            neg = lax.dynamic_slice_in_dim(m.ell_neg, s, C)[None]           # (1, C)
-            args += [neg, _gather_terms(wt, lax.dynamic_slice_in_dim(m.ell_cols, s, C))]
+            args += [lax.dynamic_slice_in_dim(neg, s, C)[None],                # (1, C)
+                     _gather_terms(wt, lax.dynamic_slice_in_dim(cols, s, C))]
         if kg:
-            ids = lax.dynamic_slice_in_dim(m.ell_gen_coeff, s, C)           # (C, Kg)
+            ids = lax.dynamic_slice_in_dim(gen_coeff, s, C)                 # (C, Kg)
             coef = jnp.transpose(jnp.take(table, ids, axis=0, mode="clip"), (1, 2, 0))
-            args += [_gather_terms(wt, lax.dynamic_slice_in_dim(m.ell_gen_cols, s, C)),
+            args += [_gather_terms(wt, lax.dynamic_slice_in_dim(gen_cols, s, C)),
                      coef[:, :, None, :]]                                  # (Kg, 8, 1, C)
         return lax.dynamic_update_slice(out, kernel(*args), (0, 0, s)), None
 
@@ -504,7 +586,8 @@ def _spmv_ell(m: BlockedCSR, coeffs, wt, chunk_slots: int, config):
 
 
 def _spmv_chunks(m: BlockedCSR, coeffs, wt):
-    """The overflow chunks: (8, B, overflow_rows), one scan step per chunk."""
+    """The chunks over wt (element-major (n, B, 8): the witness, or the piece
+    sums) -> (8, B, overflow_rows), one scan step per chunk."""
     B = wt.shape[1]
     R = m.block_rows
     rows = m.overflow_rows
@@ -538,10 +621,10 @@ def spmv(m: BlockedCSR, coeffs, wt, *, chunk_slots: int = ELL_CHUNK_SLOTS,
          config=Fr.config):
     """M·w for every instance: wt (num_cols, B, 8) element-major Fr witnesses
     (``element_major``), coeffs (8, n_coeffs) the Fr coefficient table ->
-    (8, B, rows) canonical Fr (Montgomery).  The ELL part in row chunks of
-    about ``chunk_slots`` gathered terms, plus the overflow chunks added into
-    their rows; config: the ELL kernel's ``KernelConfig`` (tests: the Pallas
-    kernel in interpret mode)."""
+    (8, B, rows) canonical Fr (Montgomery).  The ELL part and the pieces in
+    row chunks of about ``chunk_slots`` gathered terms, the pieces summed by
+    the chunks and added into the long rows; config: the fixed-width
+    kernel's ``KernelConfig`` (tests: the Pallas kernel in interpret mode)."""
     if wt.ndim != 3 or wt.shape[0] != m.num_cols or wt.shape[2:] != (8,):
         raise ValueError(f"spmv: expected element-major Fr (num_cols={m.num_cols}, B, 8), "
                          f"got {wt.shape}")
@@ -555,9 +638,13 @@ def spmv(m: BlockedCSR, coeffs, wt, *, chunk_slots: int = ELL_CHUNK_SLOTS,
         return _spmv_chunks(m, coeffs, wt) if m.chunks else jnp.zeros((8, B, m.rows), jnp.uint32)
     if m.rows == 0:
         return jnp.zeros((8, B, 0), jnp.uint32)
-    out = _spmv_ell(m, coeffs, wt, chunk_slots, config)
-    if m.chunks:
-        rest = _spmv_chunks(m, coeffs, wt)
+    ell = (m.ell_cols, m.ell_neg, m.ell_gen_cols, m.ell_gen_coeff)
+    out = _spmv_ell(ell, m.rows, coeffs, wt, chunk_slots, config)
+    if m.pieces:
+        pieces = (m.piece_cols, m.piece_neg, m.piece_gen_cols, m.piece_gen_coeff)
+        rest = _spmv_ell(pieces, m.pieces, coeffs, wt, chunk_slots, config)   # (8, B, pieces)
+        if m.chunks:                                        # sum each long row's pieces
+            rest = _spmv_chunks(m, coeffs, element_major(rest))
         at = out.at[:, :, m.long_rows]
         out = at.set(Fr.add(at.get(indices_are_sorted=True, unique_indices=True), rest),
                      indices_are_sorted=True, unique_indices=True)

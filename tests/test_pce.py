@@ -28,9 +28,10 @@ from jaxprove import pce, store
 from ops import spmv
 from ops.field import Fr
 
-# Narrow ELL rows and small overflow chunks: both parts carry many entries, the
-# overflow in many chunks (rows split across chunks, long rows cut into pieces).
-SMALL = dict(slots=16, gen_slots=8, block_rows=8, max_terms=6, ell_width=(2, 1))
+# Narrow ELL rows and pieces, small chunks: every part carries many entries, the
+# sums of the pieces in many chunks (rows split across chunks, long rows cut).
+SMALL = dict(slots=16, gen_slots=8, block_rows=8, max_terms=6, ell_width=(2, 1),
+             piece_width=(1, 1))
 
 
 # ---------------------------------------------------------------- builders (Python ints)
@@ -211,9 +212,8 @@ def test_evaluate_larger_circuit_default_sizing():
     row-length histogram, ``target`` entries per overflow chunk) instead of
     SMALL; every row checked."""
     r1cs = random_r1cs(7, num_inputs=5, num_aux=1500, num_constraints=3000)
-    m = pce.extract(r1cs, target=2048, overflow_cost=8)          # a cheap overflow: both parts used
-    assert min(x.chunks for x in (m.a, m.b, m.c)) > 1
-    assert all(min(x.ell_width) > 0 for x in (m.a, m.b, m.c))
+    m = pce.extract(r1cs, target=2048)
+    assert all(min(x.ell_width) > 0 and x.pieces > 0 and x.chunks > 0 for x in (m.a, m.b, m.c))
     ws = random_witnesses(random.Random(8), 2, m.num_vars)
     outs = pce.evaluate(m, to_device(ws, (2,)))
     for got, exp in zip(outs, reference(r1cs, ws)):
@@ -232,13 +232,14 @@ def test_lazy_sums_at_the_headroom_limit():
     """Rows of exactly MAX_TERMS terms near r (r−1, r−2, 5·(r−1) = r−5)
     under +1, under −1, and under a general coefficient mixed with +1 (the
     most terms one accumulator may take), and a longer row (cut into pieces
-    and carried across chunks); default chunk sizes."""
+    and carried across chunks); default chunk sizes, every entry in the
+    chunks (no ELL part)."""
     n = 3
     big = spmv.MAX_TERMS
     rows = [[(1, 1)] * big, [(1, R - 1)] * big, [(1, 1), (2, R - 1)] * (big // 2 + 700),
             [(1, 5)] * (big // 2) + [(2, 1)] * (big // 2)]
     r1cs = make_r1cs("headroom", 1, n - 1, (rows, [[]] * 4, [[]] * 4))
-    m = pce.extract(r1cs)
+    m = pce.extract(r1cs, ell_width=(0, 0))
     assert m.a.chunks == 2 and np.asarray(m.a.cont).tolist() == [False, True]
     ws = [[1, R - 1, R - 2]]
     a, _, _ = pce.evaluate(m, to_device(ws, (1,)))
@@ -486,30 +487,54 @@ def ell_case(seed=11, n_vars=37):
 
 def test_block_splits_rows_into_ell_and_overflow():
     """ELL arrays against the rows: the first Kp ±1 and Kg general entries
-    of each row in entry order (signs in ell_neg), everything else in the
-    overflow chunks of exactly the rows that spill (to_csr covers both)."""
+    of each row in entry order (signs in ell_neg); the rest of exactly the
+    rows that spill in pieces of Qp ±1 and Qg general entries, in order;
+    the chunks sum each long row's pieces (to_csr covers everything)."""
     rows, csr, coeffs, n = ell_case()
     classes = spmv.coefficient_classes(coeffs)
     m = spmv.block(csr.indptr, csr.cols, csr.coeff_ids, classes, n, ell_width=(3, 2),
-                   slots=16, gen_slots=8, block_rows=4, max_terms=6)
-    assert m.ell_width == (3, 2) and m.chunks > 3
-    spills = []
+                   piece_width=(2, 1), slots=16, gen_slots=8, block_rows=4, max_terms=6)
+    assert m.ell_width == (3, 2) and m.piece_width == (2, 1) and m.chunks > 3
+
+    def fixed(entries, kp, kg):
+        pm = [(c, x) for c, x in entries if x in (1, R - 1)]
+        gen = [(c, x) for c, x in entries if x not in (1, R - 1)]
+        return ([c for c, _ in pm] + [n] * (kp - len(pm)),
+                sum(1 << k for k, (_, x) in enumerate(pm) if x == R - 1),
+                [c for c, _ in gen] + [n] * (kg - len(gen)), [x for _, x in gen])
+
+    def check(got, want, i):
+        cols, neg, gcols, gids = got
+        assert (cols[i].tolist(), int(neg[i]) if len(neg) else 0, gcols[i].tolist(),
+                [coeffs[j] for j in gids[i][:len(want[3])]]) == want
+
+    long_rows, piece = [], 0
     for r, row in enumerate(rows):
         pm = [(c, x) for c, x in row if x in (1, R - 1)]
         gen = [(c, x) for c, x in row if x not in (1, R - 1)]
-        assert m.ell_cols[r].tolist() == [c for c, _ in pm[:3]] + [n] * (3 - len(pm[:3])), r
-        assert int(m.ell_neg[r]) == sum(1 << k for k, (_, x) in enumerate(pm[:3]) if x == R - 1)
-        assert m.ell_gen_cols[r].tolist() == [c for c, _ in gen[:2]] + [n] * (2 - len(gen[:2]))
-        assert [coeffs[i] for i in m.ell_gen_coeff[r][:len(gen[:2])]] == [x for _, x in gen[:2]]
-        if len(pm) > 3 or len(gen) > 2:
-            spills.append(r)
-    assert m.long_rows.tolist() == spills and m.overflow_rows == len(spills)
+        check((m.ell_cols, m.ell_neg, m.ell_gen_cols, m.ell_gen_coeff),
+              fixed(pm[:3] + gen[:2], 3, 2), r)
+        pm, gen = pm[3:], gen[2:]
+        if pm or gen:
+            long_rows.append(r)
+        for j in range(max(-(-len(pm) // 2), len(gen))):
+            check((m.piece_cols, m.piece_neg, m.piece_gen_cols, m.piece_gen_coeff),
+                  fixed(pm[2 * j:2 * j + 2] + gen[j:j + 1], 2, 1), piece)
+            piece += 1
+    assert m.long_rows.tolist() == long_rows and m.overflow_rows == len(long_rows)
+    assert m.pieces == piece
     one, minus = coeffs.index(1), coeffs.index(R - 1)
     indptr, cols, ids = spmv.to_csr(m, one, minus)
     want = [sorted((c, coeffs.index(x)) for c, x in row) for row in rows]
     got = [list(zip(cols[indptr[r]:indptr[r + 1]].tolist(), ids[indptr[r]:indptr[r + 1]].tolist()))
            for r in range(len(rows))]
     assert got == want
+    wide = spmv.block(csr.indptr, csr.cols, csr.coeff_ids, classes, n, ell_width=(3, 2),
+                      piece_width=(32, 32))
+    assert wide.pieces == wide.overflow_rows == len(long_rows) and wide.chunks == 0
+    indptr, cols, ids = spmv.to_csr(wide, one, minus)
+    assert [list(zip(cols[indptr[r]:indptr[r + 1]].tolist(), ids[indptr[r]:indptr[r + 1]].tolist()))
+            for r in range(len(rows))] == want
 
 
 def test_ell_widths_rule():
@@ -539,15 +564,19 @@ def ell_inputs():
     return rows, csr, coeffs, n, ws, wt, jnp.asarray(Fr.from_int(list(coeffs)))
 
 
-@pytest.mark.parametrize("width", [(3, 2), (2, 0), (0, 1), (6, 3), (0, 0)],
+@pytest.mark.parametrize("width, pieces", [((3, 2), (2, 1)), ((2, 0), None), ((0, 1), (1, 4)),
+                                           ((6, 3), (32, 32)), ((0, 0), None)],
                          ids=["mixed", "pm-only", "general-only", "wide", "all-csr"])
-def test_ell_spmv_equals_python_ints_and_csr_path(ell_inputs, width):
+def test_ell_spmv_equals_python_ints_and_csr_path(ell_inputs, width, pieces):
     """spmv in each layout equals the per-row Python-int sums (and therefore
     the all-CSR layout) for a batch of 3, the ELL rows in several chunks
-    (the last one clamped to end at the last row)."""
+    (the last one clamped to end at the last row); pieces summed by chunks,
+    or one piece per long row ("wide")."""
     rows, csr, coeffs, n, ws, wt, table = ell_inputs
     m = spmv.block(csr.indptr, csr.cols, csr.coeff_ids, spmv.coefficient_classes(coeffs), n,
-                   ell_width=width, slots=16, gen_slots=8, block_rows=8, max_terms=6)
+                   ell_width=width, piece_width=pieces, slots=16, gen_slots=8, block_rows=8,
+                   max_terms=6)
+    assert (m.chunks == 0) == (width == (6, 3))
     chunk = 3 * sum(width) * 16                                          # 16 rows per chunk
     if sum(width):
         C, starts = spmv.ell_row_chunks(len(rows), 3 * sum(width), chunk)
@@ -594,9 +623,10 @@ def test_ell_kernel_pallas_interpret(ell_inputs):
 @pytest.mark.parametrize("width", [(1, 2, 3), (-1, 0), (spmv.MAX_ELL_WIDTH + 1, 0), (1.5, 0)])
 def test_block_rejects_bad_ell_width(width):
     _, csr, coeffs, n = ell_case()
-    with pytest.raises(ValueError, match="ell_width"):
-        spmv.block(csr.indptr, csr.cols, csr.coeff_ids, spmv.coefficient_classes(coeffs), n,
-                   ell_width=width)
+    for name in ("ell_width", "piece_width"):
+        with pytest.raises(ValueError, match=name):
+            spmv.block(csr.indptr, csr.cols, csr.coeff_ids, spmv.coefficient_classes(coeffs), n,
+                       **{name: width})
 
 
 def test_spmv_rejects_bad_shapes(ell_inputs):

@@ -29,8 +29,9 @@ winning-post, window-post, porep, snap; sizes of ``circuits.filecoin.sizes``):
 5. **prove** with the proving key, matrices and NTT domain resident
    (``engine.Resident``, ``engine.Groth16Prover``: the daemon's path): a
    warm-up proof, then ``--reps`` timed proofs (median / min / max, the
-   per-stage medians of ``groth16.prove``: spmv, ntt, msm_a, msm_b_g1,
-   msm_b_g2, msm_l, msm_h, combine), and the device's peak bytes in use
+   per-stage medians of ``groth16.prove``: spmv, ntt, the MSMs — msm_g1 and
+   msm_g2 for the merged passes, msm_a … msm_h in streaming mode — and
+   combine), and the device's peak bytes in use
    (``bench.common.peak_memory_bytes``: the process's peak so far — run one
    case per process for a per-case peak).  The timing record is written
    now, before the risky steps;
@@ -40,10 +41,12 @@ winning-post, window-post, porep, snap; sizes of ``circuits.filecoin.sizes``):
    ``--no-verify``, our verifier (``groth16.verify``, a pairing whose first
    GPU compile takes minutes) and a ``.verify`` record.
 
-``--challenges N`` scales a kind down to N challenges (per sector for
-PoSt, per partition for PoRep and SnapDeals), with the same gadgets and
-tree shapes: a smaller circuit of the same structure (the topology name
-says ``-c<N>``).
+Streaming mode (``--msm-budget-gib``, ``--keys-in-host-memory``: the
+engine's) bounds the MSMs' device memory for circuits whose merged MSM
+passes do not fit.  ``--challenges N`` scales a kind down to N challenges
+(per sector for PoSt, per partition for PoRep and SnapDeals), with the same
+gadgets and tree shapes: a smaller circuit of the same structure (the
+topology name says ``-c<N>``).
 
     python -m bench.filecoin --kinds winning-post,window-post,porep,snap --sizes 2KiB \\
         --save /tmp/fc --out bench/results/filecoin_h200.jsonl
@@ -59,6 +62,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import math
 import os
 import random
 import statistics
@@ -214,8 +218,19 @@ class Plan(NamedTuple):
         return {prefix + k: v for k, v in self._asdict().items()}
 
 
-def plan(rows: int, num_vars: int, num_aux: int, dense_vars: int,
-         matrices_bytes: int) -> Plan:
+def _merged_msm_bytes(curve, bases: int, general: int, cfg) -> int:
+    """Device working set of one merged Pippenger pass (``ops.msm.msm_many``)
+    over ``bases`` points of which ``general`` have general scalars (the
+    others 0/1, one entry each): ``ops.msm.working_set_bytes`` of the general
+    positions, the point-major copy of the other bases and their entries."""
+    general = max(general, 1)
+    F = 4 * math.prod(curve.fp)
+    return (M.working_set_bytes(curve, general, 1, M.choose_window(general), cfg)
+            + (bases - general) * (4 * F + 32))
+
+
+def plan(rows: int, num_vars: int, num_aux: int, dense_vars: int, matrices_bytes: int,
+         msm_budget: int | None = None, keys_in_host: bool = False) -> Plan:
     """Estimated bytes for a circuit of ``rows`` R1CS rows, ``num_vars``
     variables (``num_aux`` aux, ``dense_vars`` not proven boolean) and PCE
     matrices of ``matrices_bytes``, domain m = 2^k ≥ rows:
@@ -225,31 +240,37 @@ def plan(rows: int, num_vars: int, num_aux: int, dense_vars: int,
     (QAP values and scalars) + the largest of 3·g1 (``fixed_base_points``'s
     chunks, their concatenation and its slice), g1 + 3·g2, and 2·key (the
     point vectors and the keys' slices of them);
-    prove peak = key + matrices + 32·(num_vars + 12·m) (witness, a, b, c,
-    NTT buffers) + the largest MSM working set (``ops.msm.working_set_bytes``
-    for H's m − 1 points or the dense variables in G1, B2's in G2);
+    prove peak = key (none with ``keys_in_host``) + matrices + 32·(num_vars +
+    12·m) (witness, a, b, c, NTT buffers) + the MSMs' working set: the larger
+    merged pass (G1: A, B1, L, H; G2: B2), or ``msm_budget`` (streaming mode,
+    bases in chunks);
     host = ``HOST_BYTES_PER_ROW``·rows (recording and extraction)."""
     log_m = G.domain_log(rows)
     m = 1 << log_m
     g1, g2 = G1_AFFINE * (2 * num_vars + num_aux + m - 1), G2_AFFINE * num_vars
     key = g1 + g2
     cfg = M.default_config()
-
-    def ws(curve, n):
-        return M.working_set_bytes(curve, max(n, 1), 1, M.choose_window(max(n, 1)), cfg)
-
-    msm = max(ws(G1, m - 1), ws(G1, dense_vars), ws(G2, dense_vars))
+    if msm_budget is None:
+        msm = max(_merged_msm_bytes(G1, 2 * num_vars + num_aux + m - 1, 3 * dense_vars + m - 1,
+                                    cfg),
+                  _merged_msm_bytes(G2, num_vars, dense_vars, cfg))
+    else:
+        msm = msm_budget
     return Plan(rows, log_m, HOST_BYTES_PER_ROW * rows, key,
                 FR_BYTES * (7 * num_vars + 2 * m) + max(3 * g1, g1 + 3 * g2, 2 * key),
-                key + matrices_bytes + FR_BYTES * (num_vars + 12 * m) + msm)
+                (0 if keys_in_host else key) + matrices_bytes + FR_BYTES * (num_vars + 12 * m)
+                + msm)
 
 
-def plan_from_counts(kind: str, size: str, challenges: int | None = None) -> Plan:
+def plan_from_counts(kind: str, size: str, challenges: int | None = None,
+                     msm_budget: int | None = None, keys_in_host: bool = False) -> Plan:
     """``plan`` before recording: rows from ``counts``, every variable taken
-    as aux and dense (aux ≈ constraints in these circuits; an upper bound)."""
+    as aux and dense (aux ≈ constraints in these circuits; the prove peak is
+    an upper bound until the recorded circuit says which variables are bits)."""
     constraints, inputs = counts(kind, size, challenges)
     rows = constraints + inputs + 1
-    return plan(rows, rows, constraints, rows, MATRIX_BYTES_PER_ROW * rows)
+    return plan(rows, rows, constraints, rows, MATRIX_BYTES_PER_ROW * rows, msm_budget,
+                keys_in_host)
 
 
 def limits() -> dict:
@@ -311,10 +332,13 @@ def _nbytes(tree) -> int:
 def run_case(kind: str, size: str, reps: int = 5, env: dict | None = None,
              out: str | None = None, verify: bool = True, save: str | None = None,
              record_only: bool = False, challenges: int | None = None, seed: int = 0,
-             force: bool = False, setup_seed: int | None = None) -> Result:
+             force: bool = False, setup_seed: int | None = None,
+             msm_budget: int | None = None, keys_in_host: bool = False) -> Result:
     """Benchmark one partition of ``kind`` at ``size`` (module docstring) and
-    emit its JSON records (to stdout, appended to ``out``).  ``setup_seed``:
-    a seeded (insecure) setup, for tests."""
+    emit its JSON records (to stdout, appended to ``out``).  Streaming mode
+    (the engine's): ``msm_budget`` bytes per MSM call (bases in chunks),
+    ``keys_in_host`` the proving key's point vectors in host memory.
+    ``setup_seed``: a seeded (insecure) setup, for tests."""
     if reps < 1:
         raise ValueError(f"reps must be >= 1, got {reps}")
     env = environment() if env is None else env
@@ -322,8 +346,9 @@ def run_case(kind: str, size: str, reps: int = 5, env: dict | None = None,
     name = f"filecoin.{kind}"
     rec = {"case": name, "kind": kind, "size": size, "sector_bytes": spec.sector_size,
            "topology": spec.topology, "challenges": challenges, "seed": seed,
+           "msm_budget_bytes": msm_budget, "keys_in_host_memory": keys_in_host,
            "command": argv_command(), **env}
-    est = plan_from_counts(kind, size, challenges)
+    est = plan_from_counts(kind, size, challenges, msm_budget, keys_in_host)
     lim = limits()
     rec.update(est.as_record(), limit_device_bytes=lim["device"], limit_host_bytes=lim["host"])
     _say(f"{kind} {size} ({spec.topology}): about {est.rows:,} rows, domain 2^{est.domain_log}, "
@@ -352,7 +377,8 @@ def run_case(kind: str, size: str, reps: int = 5, env: dict | None = None,
                rows_match_estimate=m.rows == est.rows)
     if m.rows != est.rows:
         _say(f"WARNING: {m.rows:,} rows recorded, the formulas say {est.rows:,}")
-    exact = plan(m.rows, m.num_vars, m.num_aux, m.num_vars - bits, m.nbytes)
+    exact = plan(m.rows, m.num_vars, m.num_aux, m.num_vars - bits, m.nbytes, msm_budget,
+                 keys_in_host)
     rec.update(exact.as_record("plan_"))
     _say(f"extracted in {rec['extract_s']:.1f} s ({m.nbytes / 2**20:.1f} MiB of matrices)")
     emit({**rec, "case": name + ".circuit"}, out)
@@ -378,6 +404,9 @@ def run_case(kind: str, size: str, reps: int = 5, env: dict | None = None,
     rec["setup_stages_cumulative_s"] = stages
     rec["peak_bytes_after_setup"] = peak_memory_bytes()
     del r1cs
+    if keys_in_host:
+        pk = pk._replace(**{f: np.asarray(getattr(pk, f))
+                            for f in ("a", "b_g1", "b_g2", "l", "h")})
     dom = jax.block_until_ready(N.domain(rec["domain_log"]))      # resident with the keys
     res = E.Resident(pk, vk, m, _nbytes((pk, vk, m, dom)), dom)
     rec["key_bytes"], rec["resident_bytes"] = _nbytes((pk, vk)), res.nbytes
@@ -412,12 +441,12 @@ def run_case(kind: str, size: str, reps: int = 5, env: dict | None = None,
          f"first proof (compiles)")
 
     t = time.perf_counter()
-    prover.prove(res, w, [True], None)
+    prover.prove(res, w, [True], msm_budget)
     first = time.perf_counter() - t
     _say(f"first proof {first:.1f} s; timing {reps}")
     totals, per_stage = [], {}
     for _ in range(reps):
-        proof, public, times = prover.prove(res, w, [True], None)
+        proof, public, times = prover.prove(res, w, [True], msm_budget)
         totals.append(times["total"])
         for k, v in times.items():
             per_stage.setdefault(k, []).append(v)
@@ -472,12 +501,19 @@ def main(argv=None):
     ap.add_argument("--record-only", action="store_true",
                     help="record and extract only (counts, times, PCE bytes)")
     ap.add_argument("--force", action="store_true", help="run cases the memory plan says won't fit")
+    ap.add_argument("--msm-budget-gib", type=float, default=None,
+                    help="streaming mode: device bytes per MSM call (bases in chunks)")
+    ap.add_argument("--keys-in-host-memory", action="store_true",
+                    help="streaming mode: the proving key's point vectors stay in host memory")
     ap.add_argument("--cache", action="store_true", help="persistent compilation cache")
     a = ap.parse_args(argv)
     kinds = _names(a.kinds, KINDS, "kinds")
     sizes = _names(a.sizes, tuple(Z.SIZES), "sizes")
     if a.challenges is not None and a.challenges < 1:
         raise SystemExit("--challenges: must be >= 1")
+    if a.msm_budget_gib is not None and a.msm_budget_gib <= 0:
+        raise SystemExit("--msm-budget-gib: must be > 0")
+    budget = None if a.msm_budget_gib is None else int(a.msm_budget_gib * 2**30)
     if a.cache:
         from jaxprove.cache import enable_compilation_cache
         enable_compilation_cache()
@@ -485,7 +521,7 @@ def main(argv=None):
     for size in sizes:
         for kind in kinds:
             run_case(kind, size, a.reps, env, a.out, not a.no_verify, a.save, a.record_only,
-                     a.challenges, a.seed, a.force)
+                     a.challenges, a.seed, a.force, None, budget, a.keys_in_host_memory)
 
 
 if __name__ == "__main__":

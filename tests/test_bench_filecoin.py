@@ -132,8 +132,10 @@ def test_window_post_proof_path_and_saved_snarkjs_json(tmp_path):
     assert rec is not None and rec["case"] == "filecoin.window-post"
     assert ver["case"] == "filecoin.window-post.verify" and ver["verified"] is True
     assert rec["rows"] == 2 * (313 + (PUBLISHED_2KIB["window-post"][0] // 2 - 313) // 10) + 5
-    assert set(rec["stages_median_s"]) == {"spmv", "ntt", "msm_a", "msm_b_g1", "msm_b_g2",
-                                           "msm_l", "msm_h", "combine", "total"}
+    stages = rec["stages_median_s"]
+    msms = {k for k in stages if k.startswith("msm_")}
+    assert set(stages) - msms == {"spmv", "ntt", "combine", "total"} and msms
+    assert sum(v for k, v in stages.items() if k != "total") <= stages["total"]
     assert rec["min_s"] <= rec["median_s"] <= rec["max_s"] and rec["reps"] == 1
     assert rec["setup_s"] > 0 and rec["witness_s"] > 0 and rec["job_partitions"] == 1
     assert rec["public_inputs"] == 4 and rec["public_match"] is True

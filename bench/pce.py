@@ -163,12 +163,14 @@ def ell_terms(m: pce.Matrices, w):
 
 
 def check_rows(r1cs: R1CS, w, outs, samples: int, seed: int) -> bool:
-    """Recompute ``samples`` random rows of each matrix (every instance) with
-    Python ints from the R1CS's CSR lists and the witness."""
+    """Recompute ``samples`` random rows and the samples/4 longest rows of
+    each matrix (every instance) with Python ints from the R1CS's CSR lists
+    and the witness."""
     rng = np.random.default_rng(seed)
     rows = r1cs.num_constraints + r1cs.num_inputs
     for mat, out in zip((r1cs.a, r1cs.b, r1cs.c), outs):
-        sel = np.unique(rng.integers(0, rows, samples))
+        longest = np.argsort(np.diff(mat.indptr), kind="stable")[-max(1, samples // 4):]
+        sel = np.unique(np.concatenate([rng.integers(0, rows, samples), longest]))
         got = np.asarray(Fr.to_int(np.asarray(out[:, :, sel])))       # (B, k)
         for j, r in enumerate(sel):
             lo, hi = mat.indptr[r], mat.indptr[r + 1]

@@ -22,10 +22,10 @@ Layout (``BlockedCSR``): every row's entries split into parts.
    order, cut into pieces of ``Qp`` ±1 and ``Qg`` general entries (piece j
    of a row takes its spilled ±1 entries [j·Qp, (j+1)·Qp) and general
    entries [j·Qg, (j+1)·Qg)), stored like the ELL part (``piece_*``) and
-   evaluated by the same kernel; the widths come from the histogram of the
-   spilled counts by the same rule.  Real circuits need this: in the 2 KiB
-   PoRep circuit 0.5% of A's rows (bit packings, ~190 terms each) hold 38%
-   of its entries.
+   evaluated by the same kernel; the widths minimise slots plus piece
+   sums over the spilled counts (``piece_widths``).  Real circuits need
+   this: in the 2 KiB PoRep circuit 0.5% of A's rows (~190 terms each on
+   average) hold 38% of its entries.
 3. The *chunks*: the sums of each long row's pieces, as a CSR with +1
    coefficients over the piece sums (column = piece id; none when every
    long row has one piece: then piece i belongs to long row i), cut into
@@ -223,6 +223,22 @@ def ell_widths(n_pm, n_gen, overflow_cost: float = OVERFLOW_COST) -> tuple[int, 
     return width(np.asarray(n_pm), 1.0), min(width(np.asarray(n_gen), GENERAL_SLOT_COST), MAX_GEN_WIDTH)
 
 
+def piece_widths(o_pm, o_gen, overflow_cost: float = OVERFLOW_COST) -> tuple[int, int]:
+    """Piece widths (Qp, Qg) from the spilled counts of the long rows (int
+    arrays (long rows,)): per kind the q in [1, MAX_ELL_WIDTH] minimising
+    the slots and the piece sums it costs, long_rows·q·slot_cost +
+    overflow_cost·Σ ceil(count/q); 0 for a kind that does not spill."""
+    def width(counts, slot_cost):
+        counts = np.asarray(counts, np.int64)
+        if not counts.any():
+            return 0
+        q = np.arange(1, MAX_ELL_WIDTH + 1)
+        pieces = (-(-counts[:, None] // q)).sum(axis=0)
+        return int(q[np.argmin(len(counts) * q * slot_cost + overflow_cost * pieces)])
+
+    return width(o_pm, 1.0), width(o_gen, GENERAL_SLOT_COST)
+
+
 def _chunk_bounds(indptr, is_gen, slots, gen_slots, block_rows, max_terms):
     """Greedy cut of the entries into chunks: each chunk takes as many entries
     as fit (≤ slots ±1 entries, ≤ gen_slots general entries, ≤ block_rows
@@ -358,9 +374,9 @@ def block(indptr, cols, coeff_ids, classes, num_cols: int, *, target: int = TARG
     with ``num_cols`` columns; classes: ``coefficient_classes`` of the
     coefficient table.  Widths: ``ell_width`` = (Kp, Kg) and
     ``piece_width`` = (Qp, Qg), each in [0, MAX_ELL_WIDTH], or chosen by
-    ``ell_widths(..., overflow_cost)`` from the row counts and the spilled
-    counts of the long rows (a piece width is at least 1 for a kind that
-    spills); ell_width (0, 0) puts every entry into the chunks (the earlier
+    ``ell_widths`` and ``piece_widths`` (with ``overflow_cost``) from the
+    row counts and the spilled counts of the long rows (a piece width is at
+    least 1 for a kind that spills); ell_width (0, 0) puts every entry into the chunks (the earlier
     layout).  Chunk slot counts default to about ``target`` entries per
     chunk split in the ±1 : general ratio (with headroom), and block_rows to
     the rows such a chunk spans (at most 2·target, which bounds the working
@@ -404,7 +420,7 @@ def block(indptr, cols, coeff_ids, classes, num_cols: int, *, target: int = TARG
     o_pm, o_gen = np.maximum(n_pm - kp, 0), np.maximum(n_gen - kg, 0)
     long_rows = np.flatnonzero(o_pm + o_gen).astype(np.int32)
     o_pm, o_gen = o_pm[long_rows], o_gen[long_rows]
-    qp, qg = piece_width or ell_widths(o_pm, o_gen, overflow_cost)
+    qp, qg = piece_width or piece_widths(o_pm, o_gen, overflow_cost)
     qp, qg = max(qp, int(o_pm.any())), max(qg, int(o_gen.any()))   # every spilled entry placed
     per_row = np.maximum(-(-o_pm // max(qp, 1)), -(-o_gen // max(qg, 1)))
     first = np.cumsum(per_row) - per_row                     # first piece of each long row

@@ -552,6 +552,24 @@ def test_ell_widths_rule():
     assert spmv.ell_widths(np.zeros(0, int), np.zeros(0, int)) == (0, 0)
 
 
+def test_piece_widths_rule():
+    """Piece widths minimise long_rows·q·slot_cost + cost·Σ ceil(count/q)
+    (slot cost 1 for ±1, GENERAL_SLOT_COST for general), brute force."""
+    def brute(counts, slot_cost, cost):
+        total = lambda q: len(counts) * q * slot_cost + cost * sum(-(-c // q) for c in counts)
+        return min(range(1, spmv.MAX_ELL_WIDTH + 1), key=lambda q: (total(q), q))
+
+    o_pm = np.array([1, 1, 1, 2])                   # q = 1: 4 + 5c; q = 2: 8 + 4c
+    o_gen = np.array([64, 64, 0, 0])                # q = 8: 64 + 16c; q = 16: 128 + 8c
+    assert spmv.piece_widths(o_pm, o_gen, overflow_cost=3) == (1, 8)      # 19 < 20; 112 < 152
+    assert spmv.piece_widths(o_pm, o_gen, overflow_cost=5)[0] == 2        # 28 < 29
+    g = spmv.GENERAL_SLOT_COST
+    for cost in (0.5, 5, 24, 400):
+        assert spmv.piece_widths(o_pm, o_gen, cost) == (brute(o_pm.tolist(), 1, cost),
+                                                        brute(o_gen.tolist(), g, cost))
+    assert spmv.piece_widths(np.zeros(3, int), np.array([0, 5, 0])) == (0, 5)
+
+
 def ell_reference(rows, ws):
     return [[sum(x * w[c] for c, x in row) % R for row in rows] for w in ws]
 

@@ -236,7 +236,7 @@ def piece_widths(o_pm, o_gen, overflow_cost: float = OVERFLOW_COST) -> tuple[int
         pieces = (-(-counts[:, None] // q)).sum(axis=0)
         return int(q[np.argmin(len(counts) * q * slot_cost + overflow_cost * pieces)])
 
-    return width(o_pm, 1.0), width(o_gen, GENERAL_SLOT_COST)
+    return width(o_pm, 1.0), min(width(o_gen, GENERAL_SLOT_COST), MAX_GEN_WIDTH)
 
 
 def _chunk_bounds(indptr, is_gen, slots, gen_slots, block_rows, max_terms):

@@ -210,8 +210,9 @@ def ell_widths(n_pm, n_gen, overflow_cost: float = OVERFLOW_COST) -> tuple[int, 
     over it, times ``overflow_cost``, outweigh a slot for every row (a
     general slot costing ``GENERAL_SLOT_COST``): the smallest k with
     #{rows with count > k}·overflow_cost ≤ rows·slot_cost, at most
-    ``MAX_ELL_WIDTH`` (general: ``MAX_GEN_WIDTH``).  overflow_cost = 100 keeps ≥ 99% of rows (per kind)
-    within the ELL part; 0 gives (0, 0), no ELL part."""
+    ``MAX_ELL_WIDTH`` (general: ``MAX_GEN_WIDTH``).  overflow_cost = 100
+    keeps ≥ 99% of rows (per kind) within the ELL part (up to those caps);
+    0 gives (0, 0), no ELL part."""
     def width(counts, slot_cost):
         rows = len(counts)
         if rows == 0 or overflow_cost <= 0:
@@ -220,23 +221,25 @@ def ell_widths(n_pm, n_gen, overflow_cost: float = OVERFLOW_COST) -> tuple[int, 
         k = int(np.argmax(spill * overflow_cost <= rows * slot_cost))
         return min(k, MAX_ELL_WIDTH)
 
-    return width(np.asarray(n_pm), 1.0), min(width(np.asarray(n_gen), GENERAL_SLOT_COST), MAX_GEN_WIDTH)
+    return (width(np.asarray(n_pm), 1.0),
+            min(width(np.asarray(n_gen), GENERAL_SLOT_COST), MAX_GEN_WIDTH))
 
 
 def piece_widths(o_pm, o_gen, overflow_cost: float = OVERFLOW_COST) -> tuple[int, int]:
     """Piece widths (Qp, Qg) from the spilled counts of the long rows (int
-    arrays (long rows,)): per kind the q in [1, MAX_ELL_WIDTH] minimising
-    the slots and the piece sums it costs, long_rows·q·slot_cost +
-    overflow_cost·Σ ceil(count/q); 0 for a kind that does not spill."""
-    def width(counts, slot_cost):
+    arrays (long rows,)): per kind the q in [1, MAX_ELL_WIDTH] (general:
+    [1, MAX_GEN_WIDTH]) minimising the slots and the piece sums it costs,
+    long_rows·q·slot_cost + overflow_cost·Σ ceil(count/q); 0 for a kind
+    that does not spill."""
+    def width(counts, slot_cost, most):
         counts = np.asarray(counts, np.int64)
         if not counts.any():
             return 0
-        q = np.arange(1, MAX_ELL_WIDTH + 1)
+        q = np.arange(1, most + 1)
         pieces = (-(-counts[:, None] // q)).sum(axis=0)
         return int(q[np.argmin(len(counts) * q * slot_cost + overflow_cost * pieces)])
 
-    return width(o_pm, 1.0), min(width(o_gen, GENERAL_SLOT_COST), MAX_GEN_WIDTH)
+    return width(o_pm, 1.0, MAX_ELL_WIDTH), width(o_gen, GENERAL_SLOT_COST, MAX_GEN_WIDTH)
 
 
 def _chunk_bounds(indptr, is_gen, slots, gen_slots, block_rows, max_terms):

@@ -554,20 +554,22 @@ def test_ell_widths_rule():
 
 def test_piece_widths_rule():
     """Piece widths minimise long_rows·q·slot_cost + cost·Σ ceil(count/q)
-    (slot cost 1 for ±1, GENERAL_SLOT_COST for general), brute force."""
-    def brute(counts, slot_cost, cost):
+    (slot cost 1 for ±1 with q ≤ MAX_ELL_WIDTH, GENERAL_SLOT_COST for
+    general with q ≤ MAX_GEN_WIDTH), brute force."""
+    def brute(counts, slot_cost, cost, most):
         total = lambda q: len(counts) * q * slot_cost + cost * sum(-(-c // q) for c in counts)
-        return min(range(1, spmv.MAX_ELL_WIDTH + 1), key=lambda q: (total(q), q))
+        return min(range(1, most + 1), key=lambda q: (total(q), q))
 
     o_pm = np.array([1, 1, 1, 2])                   # q = 1: 4 + 5c; q = 2: 8 + 4c
-    o_gen = np.array([64, 64, 0, 0])                # q = 8: 64 + 16c; q = 16: 128 + 8c
-    assert spmv.piece_widths(o_pm, o_gen, overflow_cost=3) == (1, 8)      # 19 < 20; 112 < 152
+    o_gen = np.array([64, 64, 0, 0])
+    assert spmv.piece_widths(o_pm, o_gen, overflow_cost=3)[0] == 1        # 19 < 20
     assert spmv.piece_widths(o_pm, o_gen, overflow_cost=5)[0] == 2        # 28 < 29
-    g = spmv.GENERAL_SLOT_COST
+    g, most = spmv.GENERAL_SLOT_COST, spmv.MAX_GEN_WIDTH
     for cost in (0.5, 5, 24, 400):
-        assert spmv.piece_widths(o_pm, o_gen, cost) == (brute(o_pm.tolist(), 1, cost),
-                                                        brute(o_gen.tolist(), g, cost))
-    assert spmv.piece_widths(np.zeros(3, int), np.array([0, 5, 0])) == (0, 5)
+        assert spmv.piece_widths(o_pm, o_gen, cost) == (
+            brute(o_pm.tolist(), 1, cost, spmv.MAX_ELL_WIDTH), brute(o_gen.tolist(), g, cost, most))
+    assert spmv.piece_widths(o_pm, o_gen, 400)[1] == most                 # capped
+    assert spmv.piece_widths(np.zeros(3, int), np.array([0, 3, 0])) == (0, 3)
 
 
 def ell_reference(rows, ws):

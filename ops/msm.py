@@ -442,6 +442,13 @@ def _msm_core(curve: Curve, bases_pm, k, c: int, cfg: MSMConfig):
     return bucket_sums(curve, bases_pm, keys, payload, G * W * B, cfg)
 
 
+def _traced(cfg: MSMConfig) -> MSMConfig:
+    """The settings a jitted program depends on (the budget and the split
+    threshold are decided outside), so configs differing only there share
+    compiled programs."""
+    return dataclasses.replace(cfg, budget_bytes=None, split_threshold=None)
+
+
 @functools.partial(jax.jit, static_argnums=(0, 3, 4))
 def _msm_jit(curve, bases, scalars, c, cfg):
     k = Fr.from_montgomery(scalars)
@@ -527,7 +534,7 @@ def msm(curve: Curve, bases, scalars, config: MSMConfig | None = None):
         n = n2
         c = cfg.window or choose_window(n)
     if cfg.budget_bytes is None or working_set_bytes(curve, n, G, c, cfg) <= cfg.budget_bytes:
-        out = _msm_jit(curve, jnp.asarray(bases), s, c, cfg)
+        out = _msm_jit(curve, jnp.asarray(bases), s, c, _traced(cfg))
         return out.reshape(curve.proj + batch)
     chunk = 1 << max(0, (n - 1).bit_length())
     while chunk > 1 and working_set_bytes(curve, chunk, G, c, cfg) > cfg.budget_bytes:
@@ -544,8 +551,8 @@ def msm(curve: Curve, bases, scalars, config: MSMConfig | None = None):
             pad = [(0, 0)] * (b.ndim - 1) + [(0, chunk - (hi - lo))]
             b = np.pad(b, pad) if isinstance(b, np.ndarray) else jnp.pad(b, pad)
             sc = jnp.pad(sc, ((0, 0), (0, 0), (0, chunk - (hi - lo))))
-        buckets = _chunk_jit(curve, jnp.asarray(b), sc, c, cfg, buckets)
-    return _reduce_jit(curve, buckets, G, c, cfg).reshape(curve.proj + batch)
+        buckets = _chunk_jit(curve, jnp.asarray(b), sc, c, _traced(cfg), buckets)
+    return _reduce_jit(curve, buckets, G, c, _traced(cfg)).reshape(curve.proj + batch)
 
 
 @functools.partial(jax.jit, static_argnums=(0, 3))
@@ -575,7 +582,7 @@ def bits_sum(curve: Curve, bases, bits, config: MSMConfig | None = None):
     if bits.ndim < 1 or bits.shape[-1] != bases.shape[-1]:
         raise ValueError(f"bits_sum: bits must be (*batch, {bases.shape[-1]}), got {bits.shape}")
     batch = bits.shape[:-1]
-    out = _bits_jit(curve, bases, bits.reshape(-1, bits.shape[-1]).astype(bool), cfg)
+    out = _bits_jit(curve, bases, bits.reshape(-1, bits.shape[-1]).astype(bool), _traced(cfg))
     return out.reshape(curve.proj + batch)
 
 
@@ -726,9 +733,11 @@ def _many_jit(curve, outs, c, cfg, bases, scalars, dense_idx, bit_idx):
     Gb = scalars[0].shape[1]
     G = n_out * Gb
     nb = G * num_windows(c) << (c - 1)
-    pm = jnp.concatenate([point_major(curve, b) for b in bases], axis=0)
+    pms = [point_major(curve, b) for b in bases]
+    pm = jnp.concatenate(pms, axis=0)
     keys, pay, offset = [], [], 0
-    for o, b, s, di, bi in zip(outs, bases, scalars, dense_idx, bit_idx):
+    for o, b, s, di, bi, bpm in zip(outs, bases, scalars, dense_idx, bit_idx, pms):
+        s = jnp.where(_is_identity_pm(bpm), jnp.uint32(0), s)       # identity bases: skipped
         grp = o * Gb + jnp.arange(Gb, dtype=jnp.int32)
         k, p = _part_keys(s, di, bi, grp, offset, c, nb)
         keys += k
@@ -780,7 +789,7 @@ def msm_many(curve: Curve, parts: Sequence[Part], config: MSMConfig | None = Non
     if sum(b.shape[-1] for b in bases) >= 1 << 31:
         raise ValueError("msm_many: more than 2^31 bases in one call")
     c = cfg.window or choose_window(max(1, max(d.shape[0] for d in dense)))
-    out = _many_jit(curve, tuple(outs), c, cfg, tuple(bases), tuple(scalars), tuple(dense),
+    out = _many_jit(curve, tuple(outs), c, _traced(cfg), tuple(bases), tuple(scalars), tuple(dense),
                     tuple(bits))
     return out.reshape(curve.proj + (max(outs) + 1,) + batch)
 

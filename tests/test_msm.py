@@ -115,6 +115,84 @@ def test_bits_sum_and_split(g1_bases):
         M.bits_sum(G1, bases, jnp.ones((N + 1,), bool), CFG)
 
 
+@pytest.fixture
+def split_spy(monkeypatch):
+    """Records (number of 1s in the bit part, padded size of the dense part)
+    of every 0/1 split msm makes."""
+    calls = []
+    real = M._split_sum
+
+    def spy(curve, bb, bits, db, ds, cfg):
+        calls.append((None if bits is None else int(jnp.sum(bits)),
+                      None if ds is None else ds.shape[-1]))
+        return real(curve, bb, bits, db, ds, cfg)
+
+    monkeypatch.setattr(M, "_split_sum", spy)
+    return calls
+
+
+def _bits_mix(rng, n, frac):
+    """Scalars with round(frac·n) positions 0/1 (both present), the rest
+    random >= 2 (so exactly those positions count as bits)."""
+    pos = set(rng.sample(range(n), round(frac * n)))
+    sc = [rng.randrange(2, R) for _ in range(n)]
+    for i, p in enumerate(sorted(pos)):
+        sc[p] = i % 2 if i < 2 else rng.randrange(2)
+    return sc, pos
+
+
+def test_auto_split_75_percent_bits(g1_bases, split_spy):
+    ks, bases = g1_bases
+    sc, pos = _bits_mix(random.Random(11), N, 0.75)
+    assert _run(bases, sc) == _expected(ks, sc)
+    ones = sum(sc[p] for p in pos)
+    assert split_spy == [(ones, 8)]              # 24 bit positions summed, 8 -> Pippenger
+
+
+def test_auto_split_all_bits_and_none(g1_bases, split_spy):
+    ks, bases = g1_bases
+    rng = random.Random(12)
+    bits = [rng.randrange(2) for _ in range(N)]
+    assert _run(bases, bits) == _expected(ks, bits)
+    assert split_spy == [(sum(bits), None)]      # no Pippenger part at all
+    dense = [rng.randrange(2, R) for _ in range(N)]
+    assert _run(bases, dense) == _expected(ks, dense)
+    assert len(split_spy) == 1                   # no 0/1 position: the plain path
+
+
+def test_auto_split_batched_positions_differ(g1_bases, split_spy):
+    """Only positions that are 0/1 in EVERY vector are split off."""
+    ks, bases = g1_bases
+    rng = random.Random(13)
+    a, pa = _bits_mix(rng, N, 0.875)
+    b, pb = _bits_mix(rng, N, 0.875)
+    common = pa & pb
+    assert N // 2 <= len(common) < len(pa)       # overlapping, not equal
+    assert _run(bases, [a, b]) == [_expected(ks, a), _expected(ks, b)]
+    ((nbits, dense),) = split_spy
+    assert nbits == sum(a[p] + b[p] for p in common)         # the 1s of both vectors there
+    assert dense == 1 << (N - len(common) - 1).bit_length()
+
+
+def test_auto_split_threshold_none_is_plain(g1_bases, split_spy):
+    ks, bases = g1_bases
+    sc, _ = _bits_mix(random.Random(14), N, 0.75)
+    off = M.MSMConfig(window=4, lanes=8, small_lanes=4, min_steps=4, split_threshold=None)
+    high = M.MSMConfig(window=4, lanes=8, small_lanes=4, min_steps=4, split_threshold=0.9)
+    assert _run(bases, sc, cfg=off) == _run(bases, sc, cfg=high) == _expected(ks, sc)
+    assert split_spy == []
+
+
+def test_auto_split_host_bases_streamed(g1_bases, split_spy):
+    """Host bases under a budget: the split's gathers run on the host."""
+    ks, bases = g1_bases
+    sc, pos = _bits_mix(random.Random(15), N, 0.75)
+    budget = M.working_set_bytes(G1, 8, 1, 4, CFG)
+    cfg = M.MSMConfig(window=4, lanes=8, small_lanes=4, min_steps=4, budget_bytes=budget)
+    assert _run(np.asarray(bases), sc, cfg=cfg) == _expected(ks, sc)
+    assert split_spy == [(sum(sc[p] for p in pos), 8)]
+
+
 def test_msm_batched_equals_each(g1_bases):
     ks, bases = g1_bases
     rng = random.Random(4)
@@ -146,6 +224,37 @@ def test_msm_g2():
     assert _run(bases, sc, G2, cfg) == _expected(ks, sc, _g2)
 
 
+def test_msm_horner_g1_groups(g1_bases):
+    """The CPU window combination (``horner``): group sums combined per
+    window (lanes=256 gives ng = 2 groups of 4 buckets at c = 4), then
+    Horner over the 64 windows; batched, against py_ecc and msm_reference."""
+    ks, bases = g1_bases
+    rng = random.Random(16)
+    rows = [[rng.randrange(R) for _ in range(N)], [R - 1] * 4 + [rng.randrange(R) for _ in range(N - 4)]]
+    cfg = M.MSMConfig(window=4, lanes=256, small_lanes=4, min_steps=4, horner=True,
+                      split_threshold=None)
+    got = _run(bases, rows, cfg=cfg)
+    assert got == [_expected(ks, r) for r in rows]
+    ref = M.msm_reference(G1, jnp.asarray(bases), jnp.asarray(Fr.from_int(rows[0])))
+    assert G1.to_affine_ints(ref) == got[0]
+
+
+def test_msm_horner_g2():
+    """Horner's window combination on G2 (no groups: ng = 1), against py_ecc
+    and msm_reference."""
+    rng = random.Random(17)
+    n = 8
+    ks = [rng.randrange(1, R) for _ in range(n)]
+    bases = G2.from_affine_ints([_g2(k) for k in ks])
+    sc = [rng.randrange(R) for _ in range(n)]
+    sc[0] = 1
+    cfg = M.MSMConfig(window=5, lanes=8, small_lanes=4, min_steps=4, horner=True)
+    got = _run(bases, sc, G2, cfg)
+    assert got == _expected(ks, sc, _g2)
+    ref = M.msm_reference(G2, jnp.asarray(bases), jnp.asarray(Fr.from_int(sc)))
+    assert G2.to_affine_ints(ref) == got
+
+
 def test_msm_reference_matches_py_ecc():
     rng = random.Random(8)
     ks = [rng.randrange(1, R) for _ in range(4)]
@@ -167,7 +276,8 @@ def test_msm_bad_input(g1_bases):
     with pytest.raises(ValueError, match="outside"):
         Fr.from_int([R])                           # scalars >= r are rejected at the edge
     with pytest.raises(ValueError, match="budget"):
-        M.msm(G1, bases, s, M.MSMConfig(window=4, lanes=8, small_lanes=4, budget_bytes=1000))
+        M.msm(G1, bases, s, M.MSMConfig(window=4, lanes=8, small_lanes=4, budget_bytes=1000,
+                                        split_threshold=None))
 
 
 def test_choose_window_grows_with_n():

@@ -133,7 +133,11 @@ def qap_at(r1cs, tau: int, log_m: int):
     table = jnp.asarray(Fr.from_int(coeffs) if coeffs else np.zeros((Fr.L, 0), np.uint32))
     out = []
     for csr in (r1cs.a, r1cs.b, r1cs.c):
-        mt = jax.tree.map(jnp.asarray, spmv.block(*_transpose(csr, n_vars), classes, rows))
+        # the lazy-chunk (CSR) layout: the transposed matrices' long, varied rows would need
+        # wide fixed-width kernels, whose compile (minutes on the H200) outweighs the once-per-
+        # setup product (bench/NOTES.md, hypothesis 16)
+        mt = jax.tree.map(jnp.asarray, spmv.block(*_transpose(csr, n_vars), classes, rows,
+                                                  ell_width=(0, 0)))
         out.append(_spmv(mt, table, ell)[:, 0, :])
     return tuple(out)
 

@@ -1,6 +1,6 @@
 """bench/filecoin.py: the Filecoin proof benchmark's per-case function.
 
-Default (CPU, ~1 min): record-only cases through the command line and
+Default (CPU, 40 CPU-seconds; 4.5 min wall at load 8): record-only cases through the command line and
 ``run_case`` — counts against research/filecoin-circuits.md's published
 constraint / input counts (2KiB WindowPoSt 21,866 / 22, WinningPoSt 90,750 /
 132, PoRep 2,687,921 / 39, from which one PoRep challenge costs (2,687,921 −
@@ -8,8 +8,8 @@ constraint / input counts (2KiB WindowPoSt 21,866 / 22, WinningPoSt 90,750 /
 recorded rows match the formulas), the ``.circuit`` JSON record, and the
 memory plan refusing a case that cannot fit before recording anything.
 
-Slow (``--runslow``; ~12 min on the 2-core CPU, almost all XLA compiles of
-setup, the MSMs and the pairing): the whole proving path of the 2KiB
+Slow (``--runslow``; 8 CPU-minutes on the 2-core dev box, 26 min wall at
+load 8: almost all XLA compiles of setup, the MSMs and the pairing): the whole proving path of the 2KiB
 WindowPoSt scaled to one challenge per sector (2,755 rows) — setup, synthetic
 job, witness, resident proof, the timing record, the saved snarkjs JSON
 checked by our verifier reading it back and by ``snarkjs groth16 verify``

@@ -81,7 +81,10 @@ class MSMConfig:
     mixed addition per lane per step; fewer for small MSMs, ``level0_lanes``);
     small_lanes: S, lanes of the partial
     reduction and bucket-reduction kernels; min_steps: the least entries per
-    lane in the partial reduction (how fast it converges);
+    lane in a level of the partial reduction (a level of K steps divides the
+    partial sums of one bucket by K, so a heavy bucket — all 0/1 entries of
+    an MSM share one — costs about K·log_K(parts) sequential steps: small K
+    is fewer; bench/NOTES.md hypothesis 17, 64 before);
     budget_bytes: device-memory budget of one MSM call (None: no chunking);
     horner: how the windows are combined.  False: every window/group sum
     weighted by its own power of two in parallel lanes (a double-and-add of
@@ -96,7 +99,7 @@ class MSMConfig:
     window: int | None = None
     lanes: int = 1 << 19
     small_lanes: int = 1 << 14
-    min_steps: int = 64
+    min_steps: int = 4
     budget_bytes: int | None = None
     horner: bool = False
     split_threshold: float | None = 0.5

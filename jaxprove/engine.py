@@ -524,7 +524,8 @@ class Groth16Prover:
         good = [i for i, u in enumerate(use) if u]
         if len(good) < len(use):
             w = w[:, jnp.asarray([i if u else good[0] for i, u in enumerate(use)])]
-        cfg = None if msm_budget_bytes is None else M.MSMConfig(budget_bytes=msm_budget_bytes)
+        cfg = None if msm_budget_bytes is None else \
+            dataclasses.replace(M.default_config(), budget_bytes=msm_budget_bytes)
         proof, times = G.prove(res.pk, res.matrices, w, msm_config=cfg, domain=res.domain)
         pub = Fr.to_int(np.asarray(w[:, :, 1:res.matrices.num_inputs]))
         return proof, [[int(v) for v in row] for row in pub], times

@@ -31,8 +31,10 @@ transposition of the sparse matrices (host numpy).
 """
 from __future__ import annotations
 
+import dataclasses
 import functools
 import logging
+import math
 import random
 import secrets
 import time
@@ -307,19 +309,26 @@ def prove_msms(pk: ProvingKey, w, h, num_inputs: int, bit_positions, r, s,
     satisfying witness (one entry each instead of a digit per window).
     ``lap(stage, x)`` is called on each stage's result (timing).
 
-    With the bases on the device and no memory budget, the four G1 MSMs
-    (A + r·δ, B1 + s·δ, L, H) are ONE merged Pippenger pass
-    (``ops.msm.msm_many``, stage ``msm_g1``) and B2 + s·δ₂ another
-    (``msm_g2``): their fixed costs (sort, partial sums, bucket reduction)
-    are paid once per curve.  Otherwise (bases in host memory, or
-    ``msm_config.budget_bytes``) each MSM runs alone in bounded memory
-    (``ops.msm.msm_split``; stages msm_a, msm_b_g1, msm_b_g2, msm_l, msm_h)."""
+    With the bases on the device and a merged working set within the
+    memory budget (``msm_config.budget_bytes``, or 80% of the device's free
+    memory where JAX reports it), the four G1 MSMs (A + r·δ, B1 + s·δ, L, H)
+    are ONE merged Pippenger pass (``ops.msm.msm_many``, stage ``msm_g1``)
+    and B2 + s·δ₂ another (``msm_g2``): their fixed costs (sort, partial
+    sums, bucket reduction) are paid once per curve.  Otherwise (bases in
+    host memory, or too large) each MSM runs alone in chunks within that
+    budget (``ops.msm.msm_split``; stages msm_a, msm_b_g1, msm_b_g2, msm_l,
+    msm_h)."""
     batch = w.shape[1:-1]
     bits = np.asarray(bit_positions, np.int64)
     bits_l = bits[bits >= num_inputs] - num_inputs
     streaming = any(isinstance(x, np.ndarray) for x in (pk.a, pk.b_g1, pk.b_g2, pk.l, pk.h))
     fixed = tuple(jnp.asarray(x) for x in (pk.alpha_g1, pk.beta_g1, pk.beta_g2, pk.delta_g1))
-    if not streaming and (msm_config is None or msm_config.budget_bytes is None):
+    budget = msm_config.budget_bytes if msm_config is not None else None
+    if budget is None and not streaming:
+        budget = _free_device_bytes(w)
+    if budget is not None and (msm_config is None or msm_config.budget_bytes is None):
+        msm_config = dataclasses.replace(msm_config or M.default_config(), budget_bytes=budget)
+    if not streaming and (budget is None or _merged_bytes(pk, w, bits, bits_l, msm_config) <= budget):
         def one(k):                                    # (8, *batch) -> (8, *batch, 1)
             return k[..., None]
         d1, d2 = jnp.asarray(pk.delta_g1)[..., None], jnp.asarray(pk.delta_g2)[..., None]
@@ -351,6 +360,33 @@ def prove_msms(pk: ProvingKey, w, h, num_inputs: int, bit_positions, r, s,
     msm_l = lap("msm_l", split(G1, pk.l, w[..., num_inputs:], bits_l, common[1]))
     msm_h = lap("msm_h", split(G1, pk.h, h, [], common[2]))
     return lap("combine", _combine(fixed, msm_a, msm_b1, msm_b2, msm_l, msm_h, r, s))
+
+
+def _free_device_bytes(x) -> int | None:
+    """80% of the free memory of the device holding x (None where JAX does
+    not report memory, e.g. the CPU)."""
+    try:
+        dev = next(iter(x.devices()))
+        st = dev.memory_stats()
+    except Exception:  # noqa: BLE001 - backends without memory stats
+        return None
+    if not st or "bytes_limit" not in st:
+        return None
+    return int(0.8 * (st["bytes_limit"] - st.get("bytes_in_use", 0)))
+
+
+def _merged_bytes(pk: ProvingKey, w, bits, bits_l, cfg: M.MSMConfig) -> int:
+    """The larger working set of the two merged MSM passes (``prove_msms``)."""
+    G = math.prod(w.shape[1:-1])
+    nv, nl, nh = pk.a.shape[-1], pk.l.shape[-1], pk.h.shape[-1]
+    nb, nbl = len(bits), len(bits_l)
+    g1 = [(nv, nv - nb, nb), (1, 1, 0), (nv, nv - nb, nb), (1, 1, 0), (nl, nl - nbl, nbl),
+          (nh, nh, 0)]
+    g2 = [(nv, nv - nb, nb), (1, 1, 0)]
+    c1 = cfg.window or M.choose_window(max(d for _, d, _ in g1))
+    c2 = cfg.window or M.choose_window(max(d for _, d, _ in g2))
+    return max(M.many_working_set_bytes(G1, g1, G, 4, c1, cfg),
+               M.many_working_set_bytes(G2, g2, G, 1, c2, cfg))
 
 
 def _append(bases, scalars, point, k, batch):

@@ -484,6 +484,23 @@ def working_set_bytes(curve: Curve, n: int, G: int, c: int, cfg: MSMConfig) -> i
             + cfg.lanes * (3 * F + 2 * F) * 4)          # acc, gathered points, temporaries
 
 
+def many_working_set_bytes(curve: Curve, sizes, batch: int, n_out: int, c: int,
+                           cfg: MSMConfig) -> int:
+    """Estimated peak device bytes of ``msm_many`` beyond its inputs: sizes
+    ``[(N, general positions, 0/1 positions)]`` per part, ``batch`` scalar
+    vectors per part, ``n_out`` outputs: the point-major copy of all bases,
+    the gathered general scalars, digits, keys and sort buffers of every
+    entry, buckets and lane arrays."""
+    W, B = num_windows(c), 1 << (c - 1)
+    F = 4 * math.prod(curve.fp)
+    n = sum(x for x, _, _ in sizes)
+    dense = sum(d for _, d, _ in sizes)
+    T = batch * sum(W * d + b for _, d, b in sizes)
+    return (n * 2 * F + batch * dense * 32 * 2 + T * 4 * 2 + T * 8 * 3
+            + (n_out * batch * W * B + 2 * cfg.lanes) * 3 * F * 2
+            + cfg.lanes * (3 * F + 2 * F) * 4)
+
+
 def _check(curve: Curve, bases, scalars):
     if bases.ndim != len(curve.aff) + 1 or tuple(bases.shape[:-1]) != curve.aff:
         raise ValueError(f"msm: bases must be affine {curve.name} points of shape "

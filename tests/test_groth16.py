@@ -188,3 +188,16 @@ def test_streaming_prove_from_host_memory(circuit):
     cfg = M.MSMConfig(window=4, lanes=8, small_lanes=4, min_steps=4, budget_bytes=budget)
     proof, _ = G.prove(host_pk, pce.extract(r1cs), w, seed=5, msm_config=cfg)
     assert np.all(np.asarray(G.verify(vk, ys, proof)))
+
+
+def test_merged_msms_fall_back_to_chunks_within_a_budget(circuit):
+    """Device bases with a budget below the merged passes' working set: each
+    MSM runs alone in chunks (stages msm_a ... msm_h) and the proof verifies."""
+    from ops import msm as M
+    r1cs, w, pk, vk, _, _, ys = circuit
+    small = M.MSMConfig(window=4, lanes=8, small_lanes=4, min_steps=4)
+    budget = M.working_set_bytes(G2, 8, 2, 4, small)
+    cfg = M.MSMConfig(window=4, lanes=8, small_lanes=4, min_steps=4, budget_bytes=budget)
+    proof, times = G.prove(pk, pce.extract(r1cs), w, seed=6, msm_config=cfg)
+    assert {"msm_a", "msm_b_g1", "msm_b_g2", "msm_l", "msm_h"} <= set(times)
+    assert np.all(np.asarray(G.verify(vk, ys, proof)))

@@ -44,6 +44,8 @@ any setup.
   (``Groth16Prover(keys_in_host_memory=True)``), residency budget G, every
   MSM bounded by ``msm_budget_bytes`` = G − (matrices + NTT buffers, the
   ``bench.filecoin.plan`` estimate) unless ``--msm-budget-gb``.
+  ``--msm-budget-gb`` alone keeps the keys on the device and bounds only
+  the MSMs (separate, chunked passes instead of the merged ones).
   ``--devices D``: the first D local devices, one engine worker each (the
   partitions of a job spread over them); a 1-device and a 2-device record
   give the scaling ratio (``throughput_proofs_per_s`` of each).
@@ -517,14 +519,13 @@ def _base_record(case, rows, partitions, devices, budget, msm_budget, verify, en
 
 
 def _budgets(counts: Counts, budget_gib, msm_budget_gib):
-    """(budget bytes or None, MSM budget bytes or None) from the GiB options."""
+    """(budget bytes or None, MSM budget bytes or None) from the GiB options
+    (an MSM budget alone: keys stay on the device, the MSMs run in chunks)."""
     for name, v in (("budget_gb", budget_gib), ("msm_budget_gb", msm_budget_gib)):
         if v is not None and not v > 0:
             raise ValueError(f"{name} must be > 0 GiB, got {v!r}")
     if budget_gib is None:
-        if msm_budget_gib is not None:
-            raise ValueError("msm_budget_gb needs budget_gb (streaming mode)")
-        return None, None
+        return None, None if msm_budget_gib is None else int(msm_budget_gib * GIB)
     budget = int(budget_gib * GIB)
     msm = int(msm_budget_gib * GIB) if msm_budget_gib is not None else msm_budget_for(counts, budget)
     return budget, msm
@@ -814,7 +815,8 @@ def main(argv=None):
     ap.add_argument("--budget-gb", type=float, default=None,
                     help="device budget in GiB (streaming mode: keys in host memory)")
     ap.add_argument("--msm-budget-gb", type=float, default=None,
-                    help="MSM budget in GiB (default: what the budget leaves)")
+                    help="MSM budget in GiB (default: what --budget-gb leaves; alone: keys "
+                         "stay on the device, MSMs in chunks)")
     ap.add_argument("--devices", type=int, default=1, help="local devices (one worker each)")
     ap.add_argument("--winning", type=int, default=10, help="mixed: WinningPoSt jobs")
     ap.add_argument("--winning-every", type=float, default=5.0, help="mixed: seconds apart")

@@ -110,7 +110,7 @@ def test_plan_refuses_before_setup(tmp_path):
     ({"devices": 99}, "asked for 99"),
     ({"rows": 10}, "rows must be an integer"),
     ({"budget_gib": -1.0}, "budget_gb must be > 0"),
-    ({"msm_budget_gib": 1.0}, "needs budget_gb"),
+    ({"msm_budget_gib": 0.0}, "msm_budget_gb must be > 0"),
 ])
 def test_bad_arguments(kwargs, msg):
     args = dict(rows=ROWS, partitions=2, proofs=2, say=lambda m: None)
@@ -169,11 +169,11 @@ FIELDS = ("case", "rows", "partitions", "devices", "budget_bytes", "setup_s", "l
 def test_porep_shaped_case_with_stand_in_prover(tmp_path):
     out = tmp_path / "r.jsonl"
     delay = 0.2
-    for budget in (None, 0.01):
+    for budget, msm in ((None, None), (0.01, None), (None, 0.009)):
         prover = StandInProver(delay)
         run = B.run_porep_shaped(rows=ROWS, partitions=2, proofs=3, budget_gib=budget,
-                                 out=str(out), say=lambda m: None, prover=prover,
-                                 command="test")
+                                 msm_budget_gib=msm, out=str(out), say=lambda m: None,
+                                 prover=prover, command="test")
         rec = run.record
         assert all(rec.get(f) is not None or f in ("budget_bytes", "peak_bytes")
                    for f in FIELDS), [f for f in FIELDS if f not in rec]
@@ -189,13 +189,14 @@ def test_porep_shaped_case_with_stand_in_prover(tmp_path):
         assert rec["s_per_proof"] == pytest.approx(1 / rec["throughput_proofs_per_s"])
         assert rec["devices"] == 1 and rec["partitions"] == 2 and rec["rows"] == ROWS
         if budget is None:
-            assert prover.msm_budgets == {None} and not rec["keys_in_host_memory"]
+            assert not rec["keys_in_host_memory"] and rec["budget_bytes"] is None
+            assert prover.msm_budgets == {None if msm is None else int(msm * B.GIB)}
         else:
             assert rec["budget_bytes"] == int(0.01 * B.GIB) and rec["keys_in_host_memory"]
             assert prover.msm_budgets == {rec["msm_budget_bytes"]}
             assert B.MIN_MSM_BUDGET <= rec["msm_budget_bytes"] < rec["budget_bytes"]
     phases = [json.loads(x)["phase"] for x in out.read_text().splitlines()]
-    assert phases == ["setup", "latency", "done"] * 2
+    assert phases == ["setup", "latency", "done"] * 3
 
 
 def test_mixed_case_serves_winning_post_first(tmp_path):

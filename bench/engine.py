@@ -575,9 +575,9 @@ def run_porep_shaped(rows: int = DEFAULT_ROWS, partitions: int = DEFAULT_PARTITI
                          BF.limits())
     rec.update(est)
     say(f"porep-shaped {rows:,} rows = {shape.blocks} SHA-256 blocks + {shape.pairs} XORs + "
-        f"{shape.singles} bits; key ~{_gib(est['est_key_bytes'][KIND])}, {partitions} "
-        f"partitions, {proofs} proofs, {len(devs)} device(s), budget "
-        f"{'none' if budget is None else _gib(budget)}")
+        f"{shape.singles} bits + {shape.dense} squares; key ~"
+        f"{_gib(est['est_key_bytes'][KIND])}, {partitions} partitions, {proofs} proofs, "
+        f"{len(devs)} device(s), budget {'none' if budget is None else _gib(budget)}")
     _refuse(rec, why, force, out, say)
 
     finished = _Finished()

@@ -527,8 +527,9 @@ def _budgets(counts: Counts, budget_gib, msm_budget_gib):
     if budget_gib is None:
         return None, None if msm_budget_gib is None else int(msm_budget_gib * GIB)
     budget = int(budget_gib * GIB)
-    msm = int(msm_budget_gib * GIB) if msm_budget_gib is not None else msm_budget_for(counts, budget)
-    return budget, msm
+    if msm_budget_gib is not None:
+        return budget, int(msm_budget_gib * GIB)
+    return budget, msm_budget_for(counts, budget)
 
 
 def _refuse(rec, why, force, out, say):

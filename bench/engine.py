@@ -300,23 +300,32 @@ class KindPlan(NamedTuple):
     setup_peak_bytes: int
     resident_bytes: int        # device: key (unless in host memory) + matrices
     work_bytes: int            # proving's device working set beyond the resident entry
+    merged_work_bytes: int     # the same with the merged MSM passes
     record_bytes: int          # host, while recording and extracting
     host_key_bytes: int        # host copies of the key (the engine's; + streaming's)
 
 
 def kind_plan(kind: str, counts: Counts, budget: int | None, msm_budget: int | None) -> KindPlan:
     """``bench.filecoin.plan`` for a circuit of known counts (every non-bit
-    variable taken as dense).  The engine keeps a host copy of keys it set
-    up; with a budget the keys stay in host memory (a second host copy)."""
+    variable taken as dense).  Without an MSM budget ``groth16.prove_msms``
+    merges the MSMs only when that fits 80% of the free device memory, else
+    chunks them within it, so the working set counts ``MIN_MSM_BUDGET`` for
+    the MSMs (``merged_work_bytes``: with the merged passes).  The engine
+    keeps a host copy of keys it set up; with a budget the keys stay in host
+    memory (a second host copy)."""
     from bench import filecoin as BF
     host_keys = budget is not None
     matrices = BF.MATRIX_BYTES_PER_ROW * counts.rows
-    p = BF.plan(counts.rows, counts.num_vars, counts.num_aux, counts.num_vars - counts.bit_vars,
-                matrices, msm_budget, host_keys)
+
+    def plan(msm):
+        return BF.plan(counts.rows, counts.num_vars, counts.num_aux,
+                       counts.num_vars - counts.bit_vars, matrices, msm, host_keys)
+
+    p = plan(MIN_MSM_BUDGET if msm_budget is None else msm_budget)
     resident = matrices + (0 if host_keys else p.key_bytes)
     return KindPlan(kind, counts.rows, p.key_bytes, matrices, p.setup_peak_bytes, resident,
-                    p.prove_peak_bytes - resident, p.host_record_bytes,
-                    p.key_bytes * (2 if host_keys else 1))
+                    p.prove_peak_bytes - resident, plan(msm_budget).prove_peak_bytes - resident,
+                    p.host_record_bytes, p.key_bytes * (2 if host_keys else 1))
 
 
 def _post_counts(kind: str, size: str) -> Counts:
@@ -349,6 +358,7 @@ def plan_case(plans: list[KindPlan], budget: int | None, msm_budget: int | None,
     rec = {"est_key_bytes": {p.kind: p.key_bytes for p in plans},
            "est_matrices_bytes": {p.kind: p.matrices_bytes for p in plans},
            "est_setup_peak_bytes": setup, "est_prove_peak_bytes": prove,
+           "est_prove_peak_merged_msm_bytes": resident + max(p.merged_work_bytes for p in plans),
            "est_host_bytes": host, "limit_device_bytes": limits["device"],
            "limit_host_bytes": limits["host"]}
     big = max(plans, key=lambda p: p.rows)

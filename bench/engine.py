@@ -14,8 +14,8 @@ PoRep partition, domain 2^27).  One partition =
   256 results packed into 2 public inputs (``multipack``),
 * ``singles`` < 3 lone free bits (1 row each),
 * ``dense`` squares y = x² of free field elements (1 row, 2 variables that
-  are not bits each): ``DENSE_VAR_FRACTION`` of the rows, the share of
-  non-boolean variables in the recorded 2KiB PoRep circuit (43,846 of
+  are not bits each), so that about ``DENSE_VAR_FRACTION`` of the variables
+  are not bits: their share in the recorded 2KiB PoRep circuit (43,846 of
   2,685,713), so the MSMs see Filecoin's mix of 0/1 and full scalars,
 
 with ``shape_for_rows`` choosing them so the rows are exactly the requested

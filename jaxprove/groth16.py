@@ -42,6 +42,7 @@ from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
+from jax import lax
 import numpy as np
 
 from jaxprove import pce, store
@@ -152,29 +153,60 @@ def _fixed_base_chunk(curve, s, window: int):
     return curve.to_affine(curve.fixed_base_mul(curve.generator_affine(), s, window=window))
 
 
-def fixed_base_points(curve, s, chunk: int | None = None):
+def fixed_base_points(curve, s, chunk: int | None = None, host: bool = False):
     """Affine s_i·G for Fr scalars ``(8, n)`` on the device, in chunks of a
-    fixed size (one compiled program, device memory bounded by the chunk:
-    2^20 points on a GPU by default).  8-bit windows on a GPU, 4-bit on the
+    fixed size (one compiled program, 2^20 points on a GPU by default),
+    each written into the output as it is made, so the peak is the output
+    plus one chunk (``host``: the output is a numpy array in host memory
+    and the device holds one chunk).  8-bit windows on a GPU, 4-bit on the
     CPU, where building the table dominates.  Returns ``(2, *fp, n)``."""
-    gpu = jax.default_backend() == "gpu"
-    window = 8 if gpu else 4
+    window = 8 if jax.default_backend() == "gpu" else 4
     n = s.shape[-1]
-    chunk = min(chunk or (1 << 20 if gpu else 1 << 12), 1 << max(n - 1, 0).bit_length())
-    n_pad = -(-n // chunk) * chunk
-    s = jnp.pad(s, ((0, 0), (0, n_pad - n)))
-    parts = [_fixed_base_chunk(curve, s[:, i:i + chunk], window) for i in range(0, n_pad, chunk)]
-    return jnp.concatenate(parts, axis=-1)[..., :n]
+    chunk = chunk or default_chunk(n)
+    shape = curve.aff + (n,)
+    out = np.empty(shape, np.uint32) if host else jnp.zeros(shape, jnp.uint32)
+    for lo in range(0, n, chunk):
+        k = min(chunk, n - lo)
+        sc = s[:, lo:lo + k]
+        if k < chunk:                                   # the last chunk: same program, padded
+            sc = jnp.pad(sc, ((0, 0), (0, chunk - k)))
+        pts = _fixed_base_chunk(curve, sc, window)
+        if k < chunk:
+            pts = pts[..., :k]
+        if host:
+            out[..., lo:lo + k] = np.asarray(pts)
+        else:
+            out = _write_at(out, pts, lo)
+    return out
 
 
-def setup(r1cs, seed: int | None = None, progress=None, chunk: int | None = None):
+def default_chunk(n: int) -> int:
+    """Points per fixed-base chunk for vectors of up to n points: 2^20 on a
+    GPU, 2^12 on the CPU, or the next power of two of n if smaller."""
+    cap = 1 << 20 if jax.default_backend() == "gpu" else 1 << 12
+    return min(cap, 1 << max(n - 1, 0).bit_length())
+
+
+@functools.partial(jax.jit, donate_argnums=0)
+def _write_at(out, x, lo):
+    """out[..., lo:lo + len(x)] = x, in place (out is donated)."""
+    return lax.dynamic_update_slice_in_dim(out, x, lo, axis=out.ndim - 1)
+
+
+def setup(r1cs, seed: int | None = None, progress=None, chunk: int | None = None,
+          host: bool = False):
     """Proving and verifying keys for an ``R1CS`` (``circuits.cs``).
 
     Toxic waste from the CSPRNG unless ``seed`` is given (tests only: a
     seeded setup is insecure).  The QAP evaluation at τ (``qap_at``) and all
     point multiplications (``fixed_base_points``, ``chunk`` points at a time)
-    run on the device.  ``progress(stage, seconds)`` is called after each
-    stage.  Returns (ProvingKey, VerifyingKey)."""
+    run on the device, each query written into its own array chunk by
+    chunk (device peak: the key plus the QAP values and one chunk; with
+    ``host`` the proving key's queries are numpy arrays in host memory and
+    the device holds only the QAP values and one chunk — the key for a
+    card smaller than the key, proved in streaming mode).
+    ``progress(stage, seconds)`` is called after each stage.  Returns
+    (ProvingKey, VerifyingKey)."""
     rng = _rng(seed)
     t0 = time.perf_counter()
     report = progress or (lambda stage, s: log.info("setup: %s (%.2f s)", stage, s))
@@ -195,21 +227,23 @@ def setup(r1cs, seed: int | None = None, progress=None, chunk: int | None = None
     lq = Fr.mul(comb[:, n_in:], Fr.constant(pow(delta, -1, R), (n_vars - n_in,)))
     zt_d = (pow(tau, m, R) - 1) * pow(delta, -1, R) % R
     hq = Fr.mul(N._powers(tau, m - 1), Fr.constant(zt_d, (m - 1,)))
-    consts = jnp.asarray(Fr.from_int([alpha, beta, delta]))
-    g1 = fixed_base_points(G1, jnp.concatenate([u, v, lq, hq, ic, consts], axis=1), chunk)
-    jax.block_until_ready(g1)
+    chunk = chunk or default_chunk(max(n_vars, m - 1))    # one size: one program per curve
+    consts = fixed_base_points(G1, jnp.asarray(Fr.from_int([alpha, beta, delta])), chunk)
+    points = functools.partial(fixed_base_points, chunk=chunk, host=host)
+    a, b_g1 = points(G1, u), points(G1, v)
+    l_q, h_q = points(G1, lq), points(G1, hq)
+    ic_pts = fixed_base_points(G1, ic, chunk)
+    jax.block_until_ready((a, b_g1, l_q, h_q, ic_pts))
     report("g1 points", time.perf_counter() - t0)
-    consts2 = jnp.asarray(Fr.from_int([beta, gamma, delta]))
-    g2 = fixed_base_points(G2, jnp.concatenate([v, consts2], axis=1), chunk)
-    jax.block_until_ready(g2)
+    consts2 = fixed_base_points(G2, jnp.asarray(Fr.from_int([beta, gamma, delta])), chunk)
+    b_g2 = points(G2, v)
+    jax.block_until_ready(b_g2)
     report("g2 points", time.perf_counter() - t0)
-    o = np.cumsum([0, n_vars, n_vars, r1cs.num_aux, m - 1, n_in])
-    pk = ProvingKey(alpha_g1=g1[..., o[5]], beta_g1=g1[..., o[5] + 1], beta_g2=g2[..., n_vars],
-                    delta_g1=g1[..., o[5] + 2], delta_g2=g2[..., n_vars + 2],
-                    a=g1[..., o[0]:o[1]], b_g1=g1[..., o[1]:o[2]], b_g2=g2[..., :n_vars],
-                    l=g1[..., o[2]:o[3]], h=g1[..., o[3]:o[4]])
-    vk = VerifyingKey(alpha_g1=pk.alpha_g1, beta_g2=pk.beta_g2, gamma_g2=g2[..., n_vars + 1],
-                      delta_g2=pk.delta_g2, ic=g1[..., o[4]:o[5]])
+    pk = ProvingKey(alpha_g1=consts[..., 0], beta_g1=consts[..., 1], beta_g2=consts2[..., 0],
+                    delta_g1=consts[..., 2], delta_g2=consts2[..., 2],
+                    a=a, b_g1=b_g1, b_g2=b_g2, l=l_q, h=h_q)
+    vk = VerifyingKey(alpha_g1=pk.alpha_g1, beta_g2=pk.beta_g2, gamma_g2=consts2[..., 1],
+                      delta_g2=pk.delta_g2, ic=ic_pts)
     return pk, vk
 
 

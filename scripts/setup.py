@@ -43,6 +43,8 @@ def define_flags():
     flags.DEFINE_bool("snarkjs_vk", False, "also write <key>.verification_key.json (snarkjs)")
     flags.DEFINE_integer("seed", None, "deterministic toxic waste (tests only: insecure)")
     flags.DEFINE_bool("cache", True, "use the persistent compilation cache")
+    flags.DEFINE_bool("host", False, "build the proving key in host memory (device holds one "
+                      "chunk: for keys larger than the GPU)")
 
 
 def record(circuit: str | None = None, cubes: int = 64, r1cs_path: str | None = None):
@@ -68,7 +70,7 @@ def record(circuit: str | None = None, cubes: int = 64, r1cs_path: str | None = 
 
 def run(out: str, circuit: str | None = None, cubes: int = 64, r1cs_path: str | None = None,
         key: str | None = None, params: bool = False, snarkjs_vk: bool = False,
-        seed: int | None = None, say=print) -> list[str]:
+        seed: int | None = None, say=print, host: bool = False) -> list[str]:
     """Set up the circuit and write its keys under ``out``; ``say`` gets the
     progress lines.  Returns the paths written."""
     import jax
@@ -87,7 +89,7 @@ def run(out: str, circuit: str | None = None, cubes: int = 64, r1cs_path: str | 
         f"(ONE included), {r1cs.num_aux} aux; device {jax.devices()[0].device_kind}")
     if seed is not None:
         say("WARNING: a seeded setup has predictable toxic waste; these keys are for tests only")
-    pk, vk = G.setup(r1cs, seed=seed,
+    pk, vk = G.setup(r1cs, seed=seed, host=host,
                      progress=lambda stage, s: say(f"setup: {stage} done at {s:.2f} s"))
     os.makedirs(out, exist_ok=True)
     written = [G.save_keys(pk, vk, out, key)]
@@ -115,7 +117,8 @@ def main(argv) -> int:
         enable_compilation_cache()
     try:
         run(FLAGS.out, FLAGS.circuit, FLAGS.cubes, FLAGS.r1cs, FLAGS.key, FLAGS.params,
-            FLAGS.snarkjs_vk, FLAGS.seed, say=lambda line: print(line, flush=True))
+            FLAGS.snarkjs_vk, FLAGS.seed, say=lambda line: print(line, flush=True),
+            host=FLAGS.host)
     except (ValueError, OSError) as e:
         print(f"FAILED: {e}", file=sys.stderr)
         return 1

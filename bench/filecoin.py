@@ -229,6 +229,9 @@ def _merged_msm_bytes(curve, bases: int, general: int, cfg) -> int:
             + (bases - general) * (4 * F + 32))
 
 
+SETUP_CHUNK_BYTES = 4 << 30   # one fixed-base chunk (2^20 G2 points, tables, temporaries), generous
+
+
 def plan(rows: int, num_vars: int, num_aux: int, dense_vars: int, matrices_bytes: int,
          msm_budget: int | None = None, keys_in_host: bool = False) -> Plan:
     """Estimated bytes for a circuit of ``rows`` R1CS rows, ``num_vars``
@@ -237,9 +240,8 @@ def plan(rows: int, num_vars: int, num_aux: int, dense_vars: int, matrices_bytes
 
     key = g1 + g2 with g1 = 96·(2·num_vars + num_aux + m − 1) (affine A, B1,
     L, H) and g2 = 192·num_vars (B2); setup peak = 32·(7·num_vars + 2·m)
-    (QAP values and scalars) + the largest of 3·g1 (``fixed_base_points``'s
-    chunks, their concatenation and its slice), g1 + 3·g2, and 2·key (the
-    point vectors and the keys' slices of them);
+    (QAP values and scalars) + key + one chunk of ``fixed_base_points``
+    (each query is written chunk by chunk into its own array);
     prove peak = key (none with ``keys_in_host``) + matrices + 32·(num_vars +
     12·m) (witness, a, b, c, NTT buffers) + the MSMs' working set: the larger
     merged pass (G1: A, B1, L, H; G2: B2), or ``msm_budget`` (streaming mode,
@@ -257,7 +259,7 @@ def plan(rows: int, num_vars: int, num_aux: int, dense_vars: int, matrices_bytes
     else:
         msm = msm_budget
     return Plan(rows, log_m, HOST_BYTES_PER_ROW * rows, key,
-                FR_BYTES * (7 * num_vars + 2 * m) + max(3 * g1, g1 + 3 * g2, 2 * key),
+                FR_BYTES * (7 * num_vars + 2 * m) + key + SETUP_CHUNK_BYTES,
                 (0 if keys_in_host else key) + matrices_bytes + FR_BYTES * (num_vars + 12 * m)
                 + msm)
 

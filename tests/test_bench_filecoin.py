@@ -94,10 +94,13 @@ def test_cases_that_cannot_fit_are_refused_before_recording(tmp_path, monkeypatc
     monkeypatch.setattr(F, "limits", lambda: {"device": 1 << 40, "host": 1 << 20})
     rec = F.run_case("window-post", "2KiB", record_only=True).record
     assert rec["skipped"].startswith("record needs about") and "host memory" in rec["skipped"]
-    # a full 32GiB PoRep partition on one H200 (141 GiB, 128 GiB host): no setup as is
+    # a full 32GiB PoRep partition on one H200 (141 GiB, 128 GiB host): the setup fits (key +
+    # QAP values + one chunk), the pre-recording proof estimate (every variable dense) does not
     h200 = {"device": 141 << 30, "host": 128 << 30}
-    why = F.shortfall(F.plan_from_counts("porep", "32GiB"), h200)
-    assert why.startswith("setup needs") and "130,278,869 rows" in why and "2^27" in why
+    p = F.plan_from_counts("porep", "32GiB")
+    assert F.shortfall(p, h200, stages=("record", "setup")) is None
+    why = F.shortfall(p, h200)
+    assert why.startswith("prove needs") and "130,278,869 rows" in why and "2^27" in why
     assert "GiB of device memory" in why and "has 141.0 GiB" in why
 
 

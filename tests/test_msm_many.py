@@ -9,26 +9,11 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from conftest import R, ob
+from conftest import R
 from ops import msm as M
 from ops.curve import G1, G2
 from ops.field import Fr
-
-CFG = M.MSMConfig(window=4, lanes=8, small_lanes=4, min_steps=4)
-
-
-def _g1(k):
-    if k % R == 0:
-        return None
-    x, y = ob.normalize(ob.multiply(ob.G1, k))
-    return int(x), int(y)
-
-
-def _g2(k):
-    if k % R == 0:
-        return None
-    x, y = ob.normalize(ob.multiply(ob.G2, k))
-    return (int(x.coeffs[0]), int(x.coeffs[1])), (int(y.coeffs[0]), int(y.coeffs[1]))
+from test_msm import CFG, _g1, _g2
 
 
 def _case(rng, n, bits_frac, batch):

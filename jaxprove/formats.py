@@ -541,6 +541,26 @@ def read_proof_json(path) -> G.Proof:
     return G.Proof(jnp.asarray(a), jnp.asarray(b), jnp.asarray(c))
 
 
+def read_verification_key_json(path) -> G.VerifyingKey:
+    """snarkjs's verification_key.json (groth16, bls12381) -> ``groth16.VerifyingKey``;
+    points checked on the curve, vk_alphabeta_12 ignored (ValueError on a bad file)."""
+    name, d = str(path), _read_json(path)
+    if not isinstance(d, dict) or d.get("protocol") != "groth16" or d.get("curve") != "bls12381":
+        raise ValueError(f"{name}: not a groth16 verification key on bls12381")
+    ic = d.get("IC")
+    if not isinstance(ic, list) or not ic or d.get("nPublic") != len(ic) - 1:
+        raise ValueError(f"{name}: IC must list nPublic + 1 points (nPublic {d.get('nPublic')!r})")
+    try:
+        g2 = {k: jnp.asarray(G2.from_affine_int(_g2_from_json(d.get(k), name, k)))
+              for k in ("vk_beta_2", "vk_gamma_2", "vk_delta_2")}
+        alpha = jnp.asarray(G1.from_affine_int(_g1_from_json(d.get("vk_alpha_1"), name, "vk_alpha_1")))
+        ic = jnp.asarray(G1.from_affine_ints([_g1_from_json(p, name, f"IC[{i}]")
+                                              for i, p in enumerate(ic)]))
+    except ValueError as e:
+        raise ValueError(f"{name}: {e}") from None
+    return G.VerifyingKey(alpha, g2["vk_beta_2"], g2["vk_gamma_2"], g2["vk_delta_2"], ic)
+
+
 def read_public_json(path) -> list[int]:
     """snarkjs's public.json -> the public signals as ints in [0, r)."""
     name, d = str(path), _read_json(path)

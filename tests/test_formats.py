@@ -171,6 +171,12 @@ def test_json_round_trips_snarkjs_text(built, tmp_path):
     F.write_verification_key_json(tmp_path / "vk.json", F.read_zkey(d / "t.zkey").vk,
                                   alphabeta=ref["vk_alphabeta_12"])
     assert (tmp_path / "vk.json").read_text() == (d / "vk.json").read_text()
+    vk, zvk = F.read_verification_key_json(d / "vk.json"), F.read_zkey(d / "t.zkey").vk
+    assert all(np.array_equal(np.asarray(x), np.asarray(y)) for x, y in zip(vk, zvk))
+    ref["nPublic"] += 1
+    (tmp_path / "bad.json").write_text(json.dumps(ref))
+    with pytest.raises(ValueError, match="nPublic"):
+        F.read_verification_key_json(tmp_path / "bad.json")
     doc = json.loads((d / "proof.json").read_text())
     doc["pi_a"][1] = str((int(doc["pi_a"][1]) + 1))
     (tmp_path / "bad.json").write_text(json.dumps(doc))
@@ -204,7 +210,8 @@ def test_proof_verifies_with_snarkjs(built, tmp_path):
     assert bad.returncode != 0
     # our verifier accepts our proof and snarkjs's own one with the zkey's key
     assert G.verify(z.vk, [Z, Y], proof)
-    assert G.verify(z.vk, F.read_public_json(d / "public.json"), F.read_proof_json(d / "proof.json"))
+    assert G.verify(F.read_verification_key_json(d / "vk.json"), F.read_public_json(d / "public.json"),
+                    F.read_proof_json(d / "proof.json"))
     assert not G.verify(z.vk, [Z + 1, Y], proof)
     # fresh CSPRNG blinding: another proof of the same witness differs and verifies
     again = F.prove_snarkjs(z, pce.extract(r), w)

@@ -65,7 +65,9 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
+from ops import segsum
 from ops.curve import Curve
+from ops.elementwise import _has_cuda
 from ops.field import Fr
 
 SCALAR_BITS = 256            # windows cover 256 bits, so a signed top digit never carries out
@@ -95,7 +97,12 @@ class MSMConfig:
     where a formula's cost is its instruction count times the lanes);
     split_threshold: ``msm`` sums the positions where every scalar vector
     holds 0 or 1 by ``bits_sum`` and the rest by Pippenger when they are at
-    least this fraction of N (None: never split automatically)."""
+    least this fraction of N (None: never split automatically);
+    fused: on CUDA (or with the curve's kernels in interpret mode), run each
+    level of the bucket accumulation as ONE kernel that walks every lane's
+    entries with the accumulator in registers (``ops.segsum``) instead of an
+    XLA loop of K addition kernels with gathers and scatters around each;
+    curves with split formulas (G2) always take the loop."""
     window: int | None = None
     lanes: int = 1 << 19
     small_lanes: int = 1 << 14
@@ -103,6 +110,7 @@ class MSMConfig:
     budget_bytes: int | None = None
     horner: bool = False
     split_threshold: float | None = 0.5
+    fused: bool = True
 
 
 GPU_CONFIG = MSMConfig()
@@ -267,7 +275,29 @@ def _accumulate(curve: Curve, keys, n_valid, fetch, step, lanes: int, min_steps:
     return target[..., :nb], pk, target[..., nb:]
 
 
+def _fused_or_loop(curve: Curve, cfg: MSMConfig, fused, loop):
+    """fused() where ``ops.segsum`` applies (CUDA, or the curve's kernels in
+    interpret mode), else loop(); decided at lowering time on a CUDA host."""
+    if not (cfg.fused and segsum.supported(curve)):
+        return loop()
+    if curve.config.interpret:
+        return fused()
+    if not _has_cuda():
+        return loop()
+    return lax.platform_dependent(default=loop, cuda=fused)
+
+
 def _reduce_parts(curve: Curve, keys, vals, buckets, cfg: MSMConfig):
+    """``_reduce_parts_loop`` or its fused kernels (point-major inside)."""
+    def fused():
+        nb = buckets.shape[-1]
+        out = segsum.reduce_parts(curve, keys, vals.reshape(-1, vals.shape[-1]).T,
+                                  buckets.reshape(-1, nb).T, cfg.small_lanes, cfg.min_steps)
+        return out.T.reshape(buckets.shape)
+    return _fused_or_loop(curve, cfg, fused, lambda: _reduce_parts_loop(curve, keys, vals, buckets, cfg))
+
+
+def _reduce_parts_loop(curve: Curve, keys, vals, buckets, cfg: MSMConfig):
     """Sum every run of equal keys of a sorted (keys, projective vals) list
     into ``buckets`` (keys ≥ nb skipped): levels of ``_accumulate`` with S
     lanes until no partial sum is left."""
@@ -320,11 +350,21 @@ def bucket_sums(curve: Curve, bases_pm, keys, payload, nb: int, cfg: MSMConfig):
         pts = pts.T.reshape(aff + (i.shape[0],))
         return pts, jnp.where(ok, p >> jnp.uint32(31), jnp.uint32(0))
 
-    buckets = curve.identity((nb,))
-    step = _step_fn(curve, affine=True)
-    buckets, pk, pv = _accumulate(curve, keys, n_valid, fetch, step, level0_lanes(keys.shape[0], cfg),
-                                  1, buckets)
-    return _reduce_parts(curve, pk, pv, buckets, cfg)
+    L = level0_lanes(keys.shape[0], cfg)
+
+    def loop():
+        buckets = curve.identity((nb,))
+        step = _step_fn(curve, affine=True)
+        buckets, pk, pv = _accumulate(curve, keys, n_valid, fetch, step, L, 1, buckets)
+        return _reduce_parts_loop(curve, pk, pv, buckets, cfg)
+
+    def fused():
+        b, pk, pv = segsum.level(curve, keys, n_valid, bases_pm, payload, L, 1,
+                                 segsum.identity_pm(curve, nb))
+        b = segsum.reduce_parts(curve, pk, pv, b, cfg.small_lanes, cfg.min_steps)
+        return b.T.reshape(curve.proj + (nb,))
+
+    return _fused_or_loop(curve, cfg, fused, loop)
 
 
 @functools.lru_cache(maxsize=None)

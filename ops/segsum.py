@@ -1,0 +1,206 @@
+"""Fused segmented sum: one level of the MSM's bucket accumulation as ONE kernel.
+
+The bucket accumulation of ``ops.msm`` is a segmented sum of a sorted
+sequence of (key, point) entries: L lanes each walk K = ⌈n_valid/L⌉
+consecutive entries, adding each entry's point to an accumulator that
+restarts where the key changes; a bucket that ends inside a lane is written
+to the bucket array, and the (at most two) partial sums at a lane's ends go
+to the slots nb + 2·lane (head: the key continues from the previous lane)
+and nb + 2·lane + 1 (tail: it continues into the next lane).
+
+``ops.msm._accumulate`` runs this as an XLA loop of K steps, each step
+gathering keys, payloads and point rows, launching the addition kernel and
+scattering finished sums: per step as much memory traffic and launch
+latency as the addition itself (bench/NOTES.md, profile of MSM G1 at 2^24).
+Here each Pallas program takes ``bn`` lanes and runs the whole walk with the
+accumulator in registers.  Per step and lane it loads the next key, the
+entry's payload and its point (row by row from a point-major array: a
+gather of one contiguous point), adds it — mixed addition of an affine base
+(negated for a negative digit) at level 0, projective addition of partial
+sums at the later levels — and stores the accumulator where a bucket ends.
+The result is the same as ``_accumulate``'s (same lane split, same slots).
+
+Arrays are point-major (one row of 2·F or 3·F words per point), so every
+stride in the kernel is a constant of the curve; n, the bucket count and
+the lane count are runtime scalars (``params``), and the kernel's Triton IR
+is the same for every level and MSM size.  Curves whose formulas run as two
+kernels (``Curve.split``: G2) are not fused (one kernel holding both halves
+is the unsplit formula, which compiles for many minutes).
+"""
+from __future__ import annotations
+
+import math
+
+import jax
+import jax.numpy as jnp
+from jax import lax
+
+from ops.curve import Curve
+from ops.elementwise import _flat, _nest, x64
+
+try:
+    from jax.experimental import pallas as pl
+    from jax.experimental.pallas import triton as plgpu
+except ImportError:  # pragma: no cover
+    pl = plgpu = None
+
+def supported(curve: Curve) -> bool:
+    """Whether ``curve``'s step formula fits one fused kernel."""
+    return pl is not None and not curve.split
+
+
+def _point_rows(curve: Curve, affine: bool) -> tuple:
+    return curve.aff if affine else curve.proj
+
+
+def _kernel(curve: Curve, affine: bool, bn: int):
+    """The Pallas kernel of one level (see module docstring).
+
+    Refs: params (4,) int32 = (K, n, nb, nb + 2L); keys (n,) int32; payload
+    (n,) uint32 (affine: point index | sign << 31; projective: unused);
+    src point-major: affine bases (N, 2F) or projective values (n, 3F);
+    lane blocks (bn,): first key, last key, flags (1: head continues the
+    previous lane, 2: tail continues into the next); target (nb + 3L, 3F)
+    in/out (rows nb + 2L + lane: where a lane's masked-off stores point, so
+    that no two lanes ever name one row, masked or not)."""
+    src_pre = _point_rows(curve, affine)
+    acc_pre = curve.proj
+    n_src, n_acc = math.prod(src_pre), math.prod(acc_pre)
+    base = curve._field.base_arith
+
+    def kernel(prm_ref, keys_ref, pay_ref, src_ref, first_ref, last_ref, lf_ref, tin_ref, tgt_ref):
+        del tin_ref                                       # aliased with tgt_ref
+        K, n, nb, trash = prm_ref[0], prm_ref[1], prm_ref[2], prm_ref[3]
+        lane = pl.program_id(0) * bn + lax.iota(jnp.int32, bn)
+        start = lane * K
+        first, last, lf = first_ref[...], last_ref[...], lf_ref[...]
+        head_cont, cont_next = (lf & 1) != 0, (lf & 2) != 0
+        C = curve.lift(base)
+        F = C.F
+
+        def key_at(e):
+            ok = (e >= 0) & (e < n)
+            k = plgpu.load(keys_ref.at[jnp.clip(e, 0, n - 1)], mask=ok, other=0)
+            return jnp.where(ok, k, nb)
+
+        def body(j, carry):
+            acc, kprev, kcur = carry
+            e = start + j
+            knext = key_at(e + 1)
+            ok = kcur < nb
+            ec = jnp.clip(e, 0, n - 1)
+            if affine:
+                p = plgpu.load(pay_ref.at[ec], mask=ok, other=0)
+                row = (p & jnp.uint32(0x7FFFFFFF)).astype(jnp.int32)
+                sign = p >> jnp.uint32(31)
+            else:
+                row, sign = ec, jnp.zeros((bn,), jnp.uint32)
+            q = [plgpu.load(src_ref.at[row, r], mask=ok, other=0) for r in range(n_src)]
+            restart = (j == 0) | (kcur != kprev)
+            acc_n = _nest(list(acc), acc_pre)
+            Q = _nest(q, src_pre)
+            ident = C.identity(F.like(acc_n[0]))
+            a = tuple(F.select(restart, i, x) for i, x in zip(ident, acc_n))
+            if affine:
+                neg = ok & (sign != 0)
+                Q = (Q[0], F.select(neg, F.neg(Q[1]), Q[1])) + tuple(Q[2:])
+                acc_n = C.madd(a, Q)
+            else:
+                acc_n = C.add(a, Q)
+            out = [jnp.broadcast_to(v.astype(jnp.uint32), (bn,)) for v in _flat(acc_n, acc_pre)]
+            end = (kcur != knext) | (j == K - 1)
+            in_head = head_cont & (kcur == first)
+            in_tail = cont_next & (kcur == last)
+            idx = jnp.where(end & ~in_head & ~in_tail & (kcur >= 0) & (kcur < nb), kcur, -1)
+            idx = jnp.where(end & in_head, nb + 2 * lane, idx)
+            idx = jnp.where(end & in_tail & ~in_head, nb + 2 * lane + 1, idx)
+            st = idx >= 0
+            idx = jnp.where(st, idx, trash + lane)       # masked off; distinct rows all the same
+            for r in range(n_acc):
+                plgpu.store(tgt_ref.at[idx, r], out[r], mask=st)
+            return tuple(out), kcur, knext
+
+        zero = jnp.zeros((bn,), jnp.uint32)
+        acc0 = tuple(_flat(C.identity(zero), acc_pre))
+        acc0 = tuple(jnp.broadcast_to(v.astype(jnp.uint32), (bn,)) for v in acc0)
+        lax.fori_loop(0, K, body, (acc0, jnp.full((bn,), -1, jnp.int32), key_at(start)))
+
+    return kernel
+
+
+def identity_pm(curve: Curve, count: int):
+    """``count`` projective identities, point-major ``(count, 3F)``."""
+    return curve.identity((count,)).reshape(-1, count).T
+
+
+def level(curve: Curve, keys, n_valid, src_pm, payload, lanes: int, min_steps: int, buckets_pm):
+    """One level of the segmented sum (``ops.msm._accumulate``'s contract,
+    point-major).
+
+    keys ``(n,)`` int32 ascending, the sentinel nb = ``buckets_pm.shape[0]``
+    (and larger) last; n_valid: traced count of keys < nb; src_pm and
+    payload: affine bases ``(N, 2F)`` with payload ``(n,)`` uint32 (point
+    index | sign << 31), or projective values ``(n, 3F)`` with payload None
+    (entry e adds row e); buckets_pm ``(nb, 3F)``.
+    Returns (buckets_pm, part_keys ``(2·lanes,)``, part_vals ``(2·lanes, 3F)``)."""
+    affine = payload is not None
+    n = keys.shape[0]
+    nb = buckets_pm.shape[0]
+    L = lanes
+    bn = min(curve.config.bn, L)
+    if L % bn:
+        raise ValueError(f"segsum.level: {L} lanes is not a multiple of the block size {bn}")
+    K = jnp.maximum((n_valid + L - 1) // L, min_steps).astype(jnp.int32)
+    lane = jnp.arange(L, dtype=jnp.int32)
+
+    def key_at(e):
+        return jnp.where((e >= 0) & (e < n), keys[jnp.clip(e, 0, n - 1)], jnp.int32(nb))
+
+    start = lane * K
+    first, last = key_at(start), key_at(start + K - 1)
+    head_cont = (first == key_at(start - 1)) & (start > 0) & (first < nb)
+    cont_next = (last == key_at(start + K)) & (last < nb)
+    lf = head_cont.astype(jnp.int32) | (cont_next.astype(jnp.int32) << 1)
+    target = jnp.concatenate([buckets_pm, identity_pm(curve, 3 * L)], axis=0)
+    params = jnp.stack([K, jnp.int32(n), jnp.int32(nb), jnp.int32(nb + 2 * L)])
+    pay = payload if affine else jnp.zeros((1,), jnp.uint32)
+
+    full = pl.no_block_spec
+    lanes_spec = pl.BlockSpec((bn,), lambda i: (i,))
+    with x64():
+        target = pl.pallas_call(
+            _kernel(curve, affine, bn),
+            out_shape=jax.ShapeDtypeStruct(target.shape, jnp.uint32),
+            grid=(L // bn,),
+            in_specs=[full, full, full, full, lanes_spec, lanes_spec, lanes_spec, full],
+            out_specs=full,
+            input_output_aliases={7: 0},
+            compiler_params=plgpu.CompilerParams(num_warps=curve.config.num_warps, num_stages=1),
+            interpret=curve.config.interpret,
+            name=f"{curve.name}_segsum_{'A' if affine else 'P'}",
+        )(params, keys, pay, src_pm, first, last, lf, target)
+    tail_valid = cont_next & ~(head_cont & (last == first))
+    pk = jnp.stack([jnp.where(head_cont, first, nb), jnp.where(tail_valid, last, nb)], 1).reshape(-1)
+    pk = lax.cummin(pk, axis=0, reverse=True)
+    return target[:nb], pk, target[nb:nb + 2 * L]
+
+
+def reduce_parts(curve: Curve, keys, vals_pm, buckets_pm, lanes: int, min_steps: int):
+    """Sum every run of equal keys of a sorted (keys, projective point-major
+    values) list into ``buckets_pm`` (keys ≥ nb skipped): projective levels
+    with ``lanes`` lanes until no partial sum is left."""
+    nb = buckets_pm.shape[0]
+
+    def one(k, v, b):
+        n_valid = jnp.sum(k < nb).astype(jnp.int32)
+        return level(curve, k, n_valid, v, None, lanes, min_steps, b)
+
+    buckets_pm, keys, vals_pm = one(keys, vals_pm, buckets_pm)
+
+    def body(c):
+        k, v, b = c
+        b, k, v = one(k, v, b)
+        return k, v, b
+
+    _, _, buckets_pm = lax.while_loop(lambda c: jnp.any(c[0] < nb), body, (keys, vals_pm, buckets_pm))
+    return buckets_pm

@@ -98,6 +98,7 @@ WinningPoSt 0.8 s end to end.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import functools
 import random
 import statistics
@@ -555,6 +556,27 @@ def _refuse(rec, why, force, out, say):
                      f"circuit)")
 
 
+@contextlib.contextmanager
+def _shutdown_after(eng):
+    """Shut the engine down after the block: drained if the block finished,
+    at once (queued jobs dropped) if it raised."""
+    try:
+        yield
+    except BaseException:
+        eng.shutdown(drain=False)
+        raise
+    eng.shutdown()
+
+
+def _finish(rec, out, what: str, jobs, inputs_of) -> "Run":
+    """Write the case's record; refuse a run whose proofs' public inputs
+    differ from the host's computation."""
+    emit(rec, out)
+    if not rec["public_match"]:
+        raise RuntimeError(f"{what}: a proof's public inputs differ from the host's")
+    return Run(rec, jobs, {j: inp for j, (_, inp) in inputs_of.items()})
+
+
 # ---------------------------------------------------------------- case: porep_shaped
 def run_porep_shaped(rows: int = DEFAULT_ROWS, partitions: int = DEFAULT_PARTITIONS,
                      proofs: int = 5, budget_gib: float | None = None, devices: int = 1,
@@ -604,8 +626,7 @@ def run_porep_shaped(rows: int = DEFAULT_ROWS, partitions: int = DEFAULT_PARTITI
         return jid
 
     eng.start()
-    drained = False
-    try:
+    with _shutdown_after(eng):
         rec["setup_s"] = _preload(eng, [(KIND, rows)], say)[f"{KIND}/{rows}"]
         rec["phase"] = "setup"
         emit(dict(rec), out)
@@ -643,15 +664,7 @@ def run_porep_shaped(rows: int = DEFAULT_ROWS, partitions: int = DEFAULT_PARTITI
             batches=status["counters"].get("batches"))
         say(f"throughput {tput:.4g} proofs/s ({1 / tput:.2f} s/proof); latency "
             f"{rec['latency_s']:.2f} s; public inputs match: {rec['public_match']}")
-        eng.shutdown()
-        drained = True
-    finally:
-        if not drained:
-            eng.shutdown(drain=False)
-    emit(rec, out)
-    if not rec["public_match"]:
-        raise RuntimeError("porep_shaped: a proof's public inputs differ from the host's")
-    return Run(rec, jobs, {j: inp for j, (_, inp) in inputs_of.items()})
+    return _finish(rec, out, "porep_shaped", jobs, inputs_of)
 
 
 # ---------------------------------------------------------------- case: mixed
@@ -742,8 +755,7 @@ def run_mixed(rows: int = DEFAULT_ROWS, partitions: int = DEFAULT_PARTITIONS,
         return jid
 
     eng.start()
-    drained = False
-    try:
+    with _shutdown_after(eng):
         setup = _preload(eng, [(KIND, rows)] + [(s.kind, s.sector_size) for s in posts.values()],
                          say)
         rec.update(setup_s=sum(setup.values()), setup_s_by_kind=setup, phase="setup")
@@ -804,15 +816,7 @@ def run_mixed(rows: int = DEFAULT_ROWS, partitions: int = DEFAULT_PARTITIONS,
         say(f"WinningPoSt latency median {win['latency_median_s']:.3f} s, max "
             f"{win['latency_max_s']:.3f} s; PoRep {rec['throughput_proofs_per_s']:.4g} proofs/s "
             f"during the stream")
-        eng.shutdown()
-        drained = True
-    finally:
-        if not drained:
-            eng.shutdown(drain=False)
-    emit(rec, out)
-    if not rec["public_match"]:
-        raise RuntimeError("mixed: a proof's public inputs differ from the host's")
-    return Run(rec, {"warmup": warm, **by_role}, {j: inp for j, (_, inp) in inputs_of.items()})
+    return _finish(rec, out, "mixed", {"warmup": warm, **by_role}, inputs_of)
 
 
 # ---------------------------------------------------------------- CLI

@@ -412,7 +412,8 @@ def run_case(kind: str, size: str, reps: int = 5, env: dict | None = None,
         pk = pk._replace(**{f: np.asarray(getattr(pk, f))
                             for f in ("a", "b_g1", "b_g2", "l", "h")})
     dom = jax.block_until_ready(N.domain(rec["domain_log"]))      # resident with the keys
-    res = E.Resident(pk, vk, m, _nbytes((pk, vk, m, dom), device_only=True), dom)
+    pos = G.msm_positions(m)
+    res = E.Resident(pk, vk, m, _nbytes((pk, vk, m, dom, pos), device_only=True), dom, pos)
     rec["key_bytes"], rec["resident_bytes"] = _nbytes((pk, vk)), res.nbytes
 
     t = time.perf_counter()

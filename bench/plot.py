@@ -1,7 +1,15 @@
-"""Time-vs-size plot of recorded NTT/MSM results, with goals and floors, as a
-dependency-free SVG (log2 size on x, log10 seconds on y).
+"""Plots of recorded results as dependency-free SVG.
+
+Time vs size of NTT/MSM records, with goals and floors (log2 size on x,
+log10 seconds on y):
 
     python -m bench.plot bench/results/ntt_msm_h200_*.jsonl --out bench/results/ntt_msm_h200.svg
+
+Stage breakdown of whole proofs (``--stages``: any record with
+``stages_median_s``, e.g. bench.groth16 and bench.filecoin), one stacked bar
+per record (label: case, rows, commit), the goal as a tick:
+
+    python -m bench.plot --stages bench/results/groth16_h200_*.jsonl --out bench/results/groth16_h200_stages.svg
 
 Series: one per (case, commit) of the records; goals (issue 3) as crosses;
 floors as dashed lines: NTT n/2·log2 n Fr products at the measured 27.7·10⁹/s,
@@ -71,14 +79,70 @@ def svg(series, xs=(16, 26), ys=(-5, 0)):
     return "\n".join(out)
 
 
+STAGE_COLORS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2",
+                "#7f7f7f", "#bcbd22", "#17becf"]
+
+
+def load_stages(paths):
+    """[(label, {stage: seconds}, goal or None)] of records with stages
+    (``total`` left out: it is the bar's height)."""
+    bars = []
+    for p in paths:
+        for line in open(p):
+            r = json.loads(line)
+            st = r.get("stages_median_s")
+            if not st:
+                continue
+            rows = r.get("rows")
+            size = f"{rows:,} rows" if rows else r.get("size", "")
+            label = f"{r['case']} {size} @ {r.get('commit', '?')}"
+            bars.append((label, {k: v for k, v in st.items() if k != "total"}, r.get("goal_s")))
+    return bars
+
+
+def stacked_svg(bars):
+    """One horizontal stacked bar per record, seconds on a linear x axis."""
+    stages = []
+    for _, st, _ in bars:
+        stages += [k for k in st if k not in stages]
+    color = {k: STAGE_COLORS[i % len(STAGE_COLORS)] for i, k in enumerate(stages)}
+    top = max([sum(st.values()) for _, st, _ in bars] + [g or 0 for _, _, g in bars]) * 1.05
+    left, bar_h, gap = 330, 22, 12
+    height = PAD + len(bars) * (bar_h + gap) + 70
+    X = lambda t: left + t / top * (W + 200 - left - PAD)
+    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{W + 200}" height="{height}" '
+           f'font-family="sans-serif" font-size="11"><rect width="{W + 200}" height="{height}" fill="white"/>']
+    for i, (label, st, goal) in enumerate(bars):
+        y = PAD + i * (bar_h + gap)
+        out.append(f'<text x="{left - 6}" y="{y + bar_h / 2 + 4}" text-anchor="end">{label}</text>')
+        x = 0.0
+        for k in stages:
+            if k in st:
+                out.append(f'<rect x="{X(x)}" y="{y}" width="{X(x + st[k]) - X(x)}" height="{bar_h}" '
+                           f'fill="{color[k]}"><title>{k}: {st[k] * 1e3:.1f} ms</title></rect>')
+                x += st[k]
+        out.append(f'<text x="{X(x) + 4}" y="{y + bar_h / 2 + 4}">{x:.3f} s</text>')
+        if goal:
+            out.append(f'<line x1="{X(goal)}" y1="{y - 3}" x2="{X(goal)}" y2="{y + bar_h + 3}" '
+                       f'stroke="black" stroke-width="2"/>')
+    y = PAD + len(bars) * (bar_h + gap) + 10
+    for j, k in enumerate(stages):
+        out.append(f'<rect x="{left + 90 * j}" y="{y}" width="10" height="10" fill="{color[k]}"/>'
+                   f'<text x="{left + 90 * j + 14}" y="{y + 9}">{k}</text>')
+    out.append(f'<text x="{left}" y="{y + 32}">median seconds per stage; black tick: goal</text></svg>')
+    return "\n".join(out)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("files", nargs="+")
     ap.add_argument("--out", required=True)
+    ap.add_argument("--stages", action="store_true", help="stacked stage bars of whole proofs")
     a = ap.parse_args()
+    text = stacked_svg(load_stages(a.files)) if a.stages else svg(load(a.files))
     tmp = a.out + ".tmp"
     with open(tmp, "w") as f:
-        f.write(svg(load(a.files)))
+        f.write(text)
     os.replace(tmp, a.out)
 
 

@@ -402,12 +402,14 @@ class Residency:
 # ---------------------------------------------------------------- provers
 class Resident(NamedTuple):
     """What stays on a device per topology (pk's vectors may be host arrays
-    in streaming mode; domain: the circuit's ``ops.ntt.Domain``)."""
+    in streaming mode; domain: the circuit's ``ops.ntt.Domain``; positions:
+    its ``groth16.msm_positions``)."""
     pk: Any
     vk: Any
     matrices: Any
     nbytes: int
     domain: Any = None
+    positions: Any = None
 
 
 class Prover(Protocol):
@@ -502,9 +504,10 @@ class Groth16Prover:
             pk = pk._replace(**{f: np.asarray(getattr(pk, f)) for f in ("a", "b_g1", "b_g2", "l", "h")})
         with jax.default_device(device):
             dom = N.domain(G.domain_log(m.rows))
-        nbytes = sum(int(x.nbytes) for x in jax.tree.leaves((pk, vk, m, dom))
+            pos = G.msm_positions(m)
+        nbytes = sum(int(x.nbytes) for x in jax.tree.leaves((pk, vk, m, dom, pos))
                      if isinstance(x, jax.Array))
-        return Resident(pk, vk, m, nbytes, dom)
+        return Resident(pk, vk, m, nbytes, dom, pos)
 
     def check(self, res, w) -> list:
         import numpy as np
@@ -526,7 +529,8 @@ class Groth16Prover:
             w = w[:, jnp.asarray([i if u else good[0] for i, u in enumerate(use)])]
         cfg = None if msm_budget_bytes is None else \
             dataclasses.replace(M.default_config(), budget_bytes=msm_budget_bytes)
-        proof, times = G.prove(res.pk, res.matrices, w, msm_config=cfg, domain=res.domain)
+        proof, times = G.prove(res.pk, res.matrices, w, msm_config=cfg, domain=res.domain,
+                               positions=res.positions)
         pub = Fr.to_int(np.asarray(w[:, :, 1:res.matrices.num_inputs]))
         return proof, [[int(v) for v in row] for row in pub], times
 

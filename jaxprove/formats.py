@@ -442,8 +442,7 @@ def prove_snarkjs(zkey: Zkey, matrices: pce.Matrices, w, seed: int | None = None
     pad = [(0, 0)] * (a.ndim - 1) + [(0, n - matrices.rows)]
     h = odd_coset_h(jnp.pad(a, pad), jnp.pad(b, pad), zkey.coset)
     r, s = G._blinding(batch, seed)
-    return G.prove_msms(pk, w, h, matrices.num_inputs, np.flatnonzero(np.asarray(matrices.bit_vars)),
-                        r, s, msm_config)
+    return G.prove_msms(pk, w, h, matrices.num_inputs, G.msm_positions(matrices), r, s, msm_config)
 
 
 # ------------------------------------------------------------------ JSON

@@ -279,8 +279,25 @@ def _bcast(curve, pt, batch):
     return jnp.broadcast_to(P.reshape(P.shape + (1,) * len(batch)), P.shape + tuple(batch))
 
 
+class MSMPositions(NamedTuple):
+    """Where a circuit's MSM scalars are 0/1 (``ops.msm.Positions``): over
+    all variables (A, B1, B2) and over the aux variables (L)."""
+    vars: M.Positions
+    aux: M.Positions
+
+
+def msm_positions(matrices: pce.Matrices) -> MSMPositions:
+    """The circuit's boolean variables (``matrices.bit_vars``) as resident
+    MSM positions, built once per circuit (``prove(..., positions=)``)."""
+    bits = np.flatnonzero(np.asarray(matrices.bit_vars))
+    k = matrices.num_inputs
+    return MSMPositions(M.positions(matrices.num_vars, bits),
+                        M.positions(matrices.num_vars - k, bits[bits >= k] - k))
+
+
 def prove(pk: ProvingKey, matrices: pce.Matrices, w, seed: int | None = None,
-          msm_config: M.MSMConfig | None = None, domain: N.Domain | None = None):
+          msm_config: M.MSMConfig | None = None, domain: N.Domain | None = None,
+          positions: MSMPositions | None = None):
     """Proofs for a batch of witnesses w ``(8, *batch, n_vars)`` (Fr, bellperson
     order, w[..., 0] = 1) -> (Proof with batch shape ``batch``, timings dict in
     seconds per stage: spmv, ntt, msm_g1 and msm_g2 (the merged MSMs; with
@@ -295,8 +312,9 @@ def prove(pk: ProvingKey, matrices: pce.Matrices, w, seed: int | None = None,
     (``prove_msms``).  The blinding terms r·δ (A), s·δ (B) are one more
     term of their MSMs; s·A, r·B1 and −rs·δ are one batched scalar
     multiplication.  ``domain``
-    (``ops.ntt.domain`` of the circuit's size) may be passed to keep it
-    resident between proofs."""
+    (``ops.ntt.domain`` of the circuit's size) and ``positions``
+    (``msm_positions(matrices)``) may be passed to keep them resident between
+    proofs."""
     pce._check_witness(matrices, w)
     batch = w.shape[1:-1]
     if pk.a.shape[-1] != matrices.num_vars:
@@ -328,19 +346,19 @@ def prove(pk: ProvingKey, matrices: pce.Matrices, w, seed: int | None = None,
     a, b, c = (jnp.pad(x, pad) for x in (a, b, c))
     h = lap("ntt", _h_coefficients(a, b, c, domain or N.domain(log_m)))
     r, s = _blinding(batch, seed)
-    bits = np.flatnonzero(np.asarray(matrices.bit_vars))
-    proof = prove_msms(pk, w, h, matrices.num_inputs, bits, r, s, msm_config, lap)
+    proof = prove_msms(pk, w, h, matrices.num_inputs, positions or msm_positions(matrices), r, s,
+                       msm_config, lap)
     times["total"] = time.perf_counter() - t0
     return proof, times
 
 
-def prove_msms(pk: ProvingKey, w, h, num_inputs: int, bit_positions, r, s,
+def prove_msms(pk: ProvingKey, w, h, num_inputs: int, positions: MSMPositions, r, s,
                msm_config: M.MSMConfig | None = None, lap=lambda name, x: x) -> Proof:
     """The MSMs and the combination of a proof, shared by every H convention
     (ours, snarkjs's): witness w ``(8, *batch, n_vars)``, h coefficients
     ``(8, *batch, len(pk.h))``, blinding r, s ``(8, *batch)``.
-    ``bit_positions``: host indices of variables that are 0/1 in every
-    satisfying witness (one entry each instead of a digit per window).
+    ``positions``: where the variables are 0/1 in every satisfying witness
+    (``msm_positions``; one entry each instead of a digit per window).
     ``lap(stage, x)`` is called on each stage's result (timing).
 
     With the bases on the device and a merged working set within the
@@ -353,8 +371,6 @@ def prove_msms(pk: ProvingKey, w, h, num_inputs: int, bit_positions, r, s,
     budget (``ops.msm.msm_split``; stages msm_a, msm_b_g1, msm_b_g2, msm_l,
     msm_h)."""
     batch = w.shape[1:-1]
-    bits = np.asarray(bit_positions, np.int64)
-    bits_l = bits[bits >= num_inputs] - num_inputs
     streaming = any(isinstance(x, np.ndarray) for x in (pk.a, pk.b_g1, pk.b_g2, pk.l, pk.h))
     fixed = tuple(jnp.asarray(x) for x in (pk.alpha_g1, pk.beta_g1, pk.beta_g2, pk.delta_g1))
     budget = msm_config.budget_bytes if msm_config is not None else None
@@ -362,7 +378,8 @@ def prove_msms(pk: ProvingKey, w, h, num_inputs: int, bit_positions, r, s,
         budget = _free_device_bytes(w)
     if budget is not None and (msm_config is None or msm_config.budget_bytes is None):
         msm_config = dataclasses.replace(msm_config or M.default_config(), budget_bytes=budget)
-    if not streaming and (budget is None or _merged_bytes(pk, w, bits, bits_l, msm_config) <= budget):
+    if not streaming and (budget is None or _merged_bytes(pk, w, positions, msm_config) <= budget):
+        bits, bits_l = positions
         def one(k):                                    # (8, *batch) -> (8, *batch, 1)
             return k[..., None]
         d1, d2 = jnp.asarray(pk.delta_g1)[..., None], jnp.asarray(pk.delta_g2)[..., None]
@@ -378,6 +395,8 @@ def prove_msms(pk: ProvingKey, w, h, num_inputs: int, bit_positions, r, s,
         msm_b2 = jnp.take(g2, 0, axis=len(G2.proj))
         return lap("combine", _combine(fixed, msm_a, msm_b1, msm_b2, msm_l, msm_h, r, s))
 
+    # the per-MSM path appends δ to A and B (host positions: the streaming path, rarely hot)
+    bits, bits_l = (np.asarray(p.bits) for p in positions)
     with_delta = functools.partial(_append, batch=batch)     # the blinding base at position n_vars
     # G1 Pippenger sizes (A/B1 dense part + δ, L dense part, H): sizes within a factor of 4
     # of the largest are padded to it, so they share one compiled program
@@ -409,11 +428,11 @@ def _free_device_bytes(x) -> int | None:
     return int(0.8 * (st["bytes_limit"] - st.get("bytes_in_use", 0)))
 
 
-def _merged_bytes(pk: ProvingKey, w, bits, bits_l, cfg: M.MSMConfig) -> int:
+def _merged_bytes(pk: ProvingKey, w, positions: MSMPositions, cfg: M.MSMConfig) -> int:
     """The larger working set of the two merged MSM passes (``prove_msms``)."""
     G = math.prod(w.shape[1:-1])
     nv, nl, nh = pk.a.shape[-1], pk.l.shape[-1], pk.h.shape[-1]
-    nb, nbl = len(bits), len(bits_l)
+    nb, nbl = positions.vars.bits.shape[0], positions.aux.bits.shape[0]
     g1 = [(nv, nv - nb, nb), (1, 1, 0), (nv, nv - nb, nb), (1, 1, 0), (nl, nl - nbl, nbl),
           (nh, nh, 0)]
     g2 = [(nv, nv - nb, nb), (1, 1, 0)]

@@ -112,6 +112,14 @@ class MSMConfig:
     split_threshold: float | None = 0.5
     fused: bool = True
 
+    def __post_init__(self):
+        # a level of K steps leaves at most 2·⌈n/K⌉ − 1 partial sums of n (the last busy lane
+        # has no tail), fewer than n for every n ≥ 2 only when K ≥ 3: with K = 2 the
+        # reduction can repeat a level forever
+        if self.min_steps < 3:
+            raise ValueError(f"MSMConfig: min_steps must be at least 3 (got {self.min_steps}): "
+                             f"the partial-sum reduction needs it to shrink at every level")
+
 
 GPU_CONFIG = MSMConfig()
 CPU_CONFIG = MSMConfig(lanes=1 << 8, small_lanes=1 << 5, min_steps=8, horner=True)
@@ -721,7 +729,7 @@ def _auto_split(curve: Curve, bases, s, cfg: MSMConfig):
 def msm_split(curve: Curve, bases, scalars, bit_positions, config: MSMConfig | None = None,
               dense_size: int | None = None):
     """Σ_i s_i·P_i where the scalars at ``bit_positions`` (host int array,
-    the same for every vector) are known to be 0 or 1 (e.g. a circuit's
+    the same for every vector, or a resident ``Positions``) are known to be 0 or 1 (e.g. a circuit's
     boolean-constrained variables in a satisfying witness): those positions
     are summed by ``bits_sum`` (padded to a power of two) and only the others
     go through ``msm`` at their own, smaller size (padded to ``dense_size``
@@ -729,12 +737,12 @@ def msm_split(curve: Curve, bases, scalars, bit_positions, config: MSMConfig | N
     split that part again by counting).  Shapes as ``msm``."""
     cfg = config or default_config()
     n = bases.shape[-1]
-    bit_positions = np.asarray(bit_positions, np.int64).reshape(-1)
-    if len(bit_positions) and (bit_positions.min() < 0 or bit_positions.max() >= n):
-        raise ValueError(f"msm_split: bit positions must lie in [0, {n})")
-    is_dense = np.ones(n, bool)
-    is_dense[bit_positions] = False
-    dense = np.flatnonzero(is_dense)              # O(n), no sort: this runs on every proof
+    pos = bit_positions if isinstance(bit_positions, Positions) else \
+        positions(n, bit_positions, device=False)
+    _check_positions(pos, n, "msm_split")
+    if isinstance(bases, np.ndarray):             # streaming: gathered on the host
+        pos = Positions(np.asarray(pos.dense), np.asarray(pos.bits))
+    bit_positions, dense = pos.bits, pos.dense
     # host bases (streaming mode) are gathered on the host and stay there
     take = np.take if isinstance(bases, np.ndarray) else jnp.take
     batch = scalars.shape[1:-1]
@@ -752,12 +760,44 @@ def msm_split(curve: Curve, bases, scalars, bit_positions, config: MSMConfig | N
     return _split_sum(curve, bb, bits, db, ds, cfg).reshape(curve.proj + batch)
 
 
+class Positions(NamedTuple):
+    """The split of an MSM's N positions: ``dense`` (general scalars: a
+    signed digit per window) and ``bits`` (0 or 1 in every vector: one entry
+    each, no windows), int32 index arrays that together list 0..N−1 once.
+    Built by ``positions``; a prover keeps them resident next to its key
+    (building them is O(N) host work and an upload: ~0.2–0.7 s per proof
+    at 2^24 variables)."""
+    dense: Any
+    bits: Any
+
+
+def positions(n: int, bit_positions=None, device: bool = True) -> Positions:
+    """``Positions`` of N positions from host bit positions (ints in
+    [0, n), or None); device arrays unless ``device`` is False."""
+    bi = np.zeros(0, np.int64) if bit_positions is None else \
+        np.asarray(bit_positions, np.int64).reshape(-1)
+    if bi.size and (bi.min() < 0 or bi.max() >= n):
+        raise ValueError(f"bit positions must lie in [0, {n})")
+    is_dense = np.ones(n, bool)
+    is_dense[bi] = False
+    if np.count_nonzero(~is_dense) != bi.size:
+        raise ValueError("bit positions must not repeat")
+    out = Positions(np.flatnonzero(is_dense).astype(np.int32), bi.astype(np.int32))
+    return Positions(*map(jnp.asarray, out)) if device else out
+
+
+def _check_positions(pos: Positions, n: int, name: str):
+    if pos.dense.ndim != 1 or pos.bits.ndim != 1 or pos.dense.shape[0] + pos.bits.shape[0] != n:
+        raise ValueError(f"{name}: positions of {pos.dense.shape[0]} dense and "
+                         f"{pos.bits.shape[0]} bit entries for {n} bases")
+
+
 class Part(NamedTuple):
     """One term list of a merged MSM (``msm_many``): Σ_i s_i·P_i over
     ``bases`` affine ``(2, *fp, N)`` (device) and ``scalars`` Fr
-    ``(8, *batch, N)``, added into output ``out``.  ``bits``: host indices
-    whose scalars are 0 or 1 in every vector (one entry each, no windows),
-    or None."""
+    ``(8, *batch, N)``, added into output ``out``.  ``bits``: where the
+    scalars are 0 or 1 in every vector (one entry each, no windows): host
+    indices, a resident ``Positions``, or None."""
     bases: Any
     scalars: Any
     out: int
@@ -836,15 +876,15 @@ def msm_many(curve: Curve, parts: Sequence[Part], config: MSMConfig | None = Non
         if not (isinstance(p.out, int) and p.out >= 0):
             raise ValueError(f"msm_many: part {j}: out must be an int >= 0, got {p.out!r}")
         n = b.shape[-1]
-        bi = np.zeros(0, np.int64) if p.bits is None else np.asarray(p.bits, np.int64).reshape(-1)
-        if bi.size and (bi.min() < 0 or bi.max() >= n):
-            raise ValueError(f"msm_many: part {j}: bit positions outside [0, {n})")
-        is_dense = np.ones(n, bool)
-        is_dense[bi] = False
+        try:
+            pos = p.bits if isinstance(p.bits, Positions) else positions(n, p.bits)
+            _check_positions(pos, n, "msm_many")
+        except ValueError as e:
+            raise ValueError(f"msm_many: part {j}: {e}") from None
         bases.append(b)
         scalars.append(jnp.asarray(p.scalars).reshape(8, Gb, n))
-        dense.append(jnp.asarray(np.flatnonzero(is_dense).astype(np.int32)))
-        bits.append(jnp.asarray(bi.astype(np.int32)))
+        dense.append(jnp.asarray(pos.dense))
+        bits.append(jnp.asarray(pos.bits))
         outs.append(p.out)
     if sum(b.shape[-1] for b in bases) >= 1 << 31:
         raise ValueError("msm_many: more than 2^31 bases in one call")

@@ -40,7 +40,8 @@ def test_msm_many_equals_sum_of_msms(curve, point, sizes):
             sc[0][0], sc[1][0] = 0, 1                 # a bit position holding 0 and 1
         out = j // 2 if curve is G1 else 0            # parts 0,1 -> out 0; 2,3 -> out 1
         bases = curve.from_affine_ints([point(k) for k in ks])
-        parts.append(M.Part(bases, _fr(sc), out, bits or None))
+        pos = M.positions(n, bits) if j == 0 else bits or None    # resident and host forms
+        parts.append(M.Part(bases, _fr(sc), out, pos))
         for g in range(batch):
             want[out, g] = (want.get((out, g), 0) + sum(k * s for k, s in zip(ks, sc[g]))) % R
     res = M.msm_many(curve, parts, CFG)
@@ -57,5 +58,9 @@ def test_msm_many_bad_input():
         M.msm_many(G1, [M.Part(b, s, 0), M.Part(b, _fr([[1, 2], [3, 4]]), 1)], CFG)
     with pytest.raises(ValueError, match="bit positions"):
         M.msm_many(G1, [M.Part(b, s, 0, [2])], CFG)
+    with pytest.raises(ValueError, match="must not repeat"):
+        M.msm_many(G1, [M.Part(b, s, 0, [1, 1])], CFG)
+    with pytest.raises(ValueError, match="positions of 2 dense and 1 bit entries for 2 bases"):
+        M.msm_many(G1, [M.Part(b, s, 0, M.positions(3, [0]))], CFG)
     with pytest.raises(ValueError, match="no parts"):
         M.msm_many(G1, [], CFG)

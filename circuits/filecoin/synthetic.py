@@ -49,6 +49,7 @@ import hashlib
 import math
 from typing import Callable, NamedTuple
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 
@@ -104,12 +105,16 @@ def limbs(xs) -> np.ndarray:
 def poseidon_hasher(groups: np.ndarray, tag: int | None = None) -> np.ndarray:
     """Poseidon (``ops.poseidon.hash``; the MerkleTree tag unless ``tag``)
     of groups ``(N, a, 8)`` -> ``(N, 8)``.  N is padded to a power of two
-    ≥ 128 (one compiled program per (arity, bucket); small trees share one)."""
+    ≥ 128 (one compiled program per (arity, bucket); small trees share one).
+    Runs on the host CPU: a generator hashes a few thousand nodes, and on a
+    GPU each bucket's Pallas program took minutes to compile (bench/NOTES.md,
+    Filecoin run 1)."""
     n = groups.shape[0]
     m = max(MIN_BUCKET, 1 << max(n - 1, 0).bit_length())
     pad = np.zeros((m - n,) + groups.shape[1:], np.uint32)
-    out = native.hash(to_fr(np.concatenate([groups, pad])), tag)
-    return from_fr(out)[:n]
+    with jax.default_device(jax.devices("cpu")[0]):
+        out = native.hash(to_fr(np.concatenate([groups, pad])), tag)
+        return from_fr(out)[:n]
 
 
 def sha256_hasher(groups: np.ndarray) -> np.ndarray:

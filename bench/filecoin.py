@@ -38,8 +38,9 @@ winning-post, window-post, porep, snap; sizes of ``circuits.filecoin.sizes``):
 6. ``--save DIR``: snarkjs ``verification_key.json``, ``proof.json`` and
    ``public.json`` of the proof under ``DIR/<kind>_<size>`` (``snarkjs
    groth16 verify`` checks them on another machine); then, unless
-   ``--no-verify``, our verifier (``groth16.verify``, a pairing whose first
-   GPU compile takes minutes) and a ``.verify`` record.
+   ``--no-verify``, our verifier (``groth16.verify`` on the host CPU, as
+   the engine's self-check: the pairing's GPU compile takes minutes) and a
+   ``.verify`` record.
 
 Streaming mode (``--msm-budget-gib``, ``--keys-in-host-memory``: the
 engine's) bounds the MSMs' device memory for circuits whose merged MSM
@@ -472,7 +473,7 @@ def run_case(kind: str, size: str, reps: int = 5, env: dict | None = None,
         save_for_snarkjs(d, vk, proof, public)
         _say(f"saved snarkjs JSON under {d}")
     if verify:
-        _say("verifying (pairing)")
+        _say("verifying (pairing, host CPU)")
         t = time.perf_counter()
         ok = prover.verify(res, [public], proof)[0]
         emit({"case": name + ".verify", "kind": kind, "size": size, "topology": spec.topology,

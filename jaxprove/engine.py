@@ -437,12 +437,16 @@ class Groth16Prover:
     host memory for the other devices).  PCE matrices come from
     ``pce.get_or_extract`` in ``pce_dir`` (or are extracted in memory).
     ``keys_in_host_memory``: keep the proving key's point vectors in host
-    memory (streaming mode, with the engine's ``msm_budget_bytes``)."""
+    memory (streaming mode, with the engine's ``msm_budget_bytes``).
+    ``verify_on_host``: the self-check pairing runs on the host CPU (the
+    pairing's GPU kernels compiled for over 4 min on the H200 without
+    finishing; on the CPU: ~36 s once, then ~0.5 s per proof, bench/NOTES.md)."""
 
     def __init__(self, keys_dir: str | None = None, pce_dir: str | None = None,
                  setup_on_first_use: bool = False, setup_seed: int | None = None,
-                 keys_in_host_memory: bool = False):
+                 keys_in_host_memory: bool = False, verify_on_host: bool = True):
         self.keys_in_host_memory = keys_in_host_memory
+        self.verify_on_host = verify_on_host
         self.keys_dir, self.pce_dir = keys_dir, pce_dir
         self.setup_on_first_use, self.setup_seed = setup_on_first_use, setup_seed
         self._lock = threading.Lock()
@@ -535,10 +539,12 @@ class Groth16Prover:
         return proof, [[int(v) for v in row] for row in pub], times
 
     def verify(self, res, public, proof) -> list:
+        import jax
         import numpy as np
 
         from jaxprove import groth16 as G
-        return [bool(v) for v in np.asarray(G.verify(res.vk, public, proof)).reshape(-1)]
+        device = jax.devices("cpu")[0] if self.verify_on_host else None
+        return [bool(v) for v in np.asarray(G.verify(res.vk, public, proof, device)).reshape(-1)]
 
     def encode(self, proof) -> list:
         from jaxprove import groth16 as G

@@ -245,16 +245,14 @@ def _accumulate(curve: Curve, keys, n_valid, fetch, step, lanes: int, min_steps:
     n = keys.shape[0]
     nb = buckets.shape[-1]
     L = lanes
-    K = jnp.maximum((n_valid + L - 1) // L, min_steps).astype(jnp.int32)
+    lb = segsum.lanes_of(keys, n_valid, nb, L, min_steps)
+    K, first, last, head_cont, cont_next = lb
     lane = jnp.arange(L, dtype=jnp.int32)
+    start = lane * K
 
     def key_at(e):
         return jnp.where((e >= 0) & (e < n), keys[jnp.clip(e, 0, n - 1)], jnp.int32(nb))
 
-    start = lane * K
-    first, last = key_at(start), key_at(start + K - 1)
-    head_cont = (first == key_at(start - 1)) & (start > 0) & (first < nb)
-    cont_next = (last == key_at(start + K)) & (last < nb)
     drop = nb + 2 * L
     target = jnp.concatenate([buckets, curve.identity((2 * L,))], axis=-1)
     acc0 = curve.identity((L,))
@@ -277,10 +275,7 @@ def _accumulate(curve: Curve, keys, n_valid, fetch, step, lanes: int, min_steps:
         return acc, target, kcur
 
     _, target, _ = lax.fori_loop(0, K, body, (acc0, target, jnp.full((L,), -1, jnp.int32)))
-    tail_valid = cont_next & ~(head_cont & (last == first))
-    pk = jnp.stack([jnp.where(head_cont, first, nb), jnp.where(tail_valid, last, nb)], 1).reshape(-1)
-    pk = lax.cummin(pk, axis=0, reverse=True)
-    return target[..., :nb], pk, target[..., nb:]
+    return target[..., :nb], segsum.part_keys(lb, nb), target[..., nb:]
 
 
 def _fused_or_loop(curve: Curve, cfg: MSMConfig, fused, loop):

@@ -30,6 +30,7 @@ is the unsplit formula, which compiles for many minutes).
 from __future__ import annotations
 
 import math
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -128,6 +129,45 @@ def _kernel(curve: Curve, affine: bool, bn: int):
     return kernel
 
 
+class Lanes(NamedTuple):
+    """The lane split of one level (shared by ``level`` and ``ops.msm``'s
+    loop): K = ``steps`` entries per lane; per lane ``(L,)`` its first and
+    last keys (the sentinel past the end), whether its first key continues
+    from the previous lane (``head_cont``) and its last into the next
+    (``cont_next``)."""
+    steps: Any
+    first: Any
+    last: Any
+    head_cont: Any
+    cont_next: Any
+
+
+def lanes_of(keys, n_valid, nb: int, lanes: int, min_steps: int) -> Lanes:
+    """Lanes of a level over sorted ``keys`` ``(n,)`` with ``n_valid`` keys < nb:
+    lane l walks entries [l·K, l·K + K), K = max(⌈n_valid/L⌉, min_steps)."""
+    n = keys.shape[0]
+    K = jnp.maximum((n_valid + lanes - 1) // lanes, min_steps).astype(jnp.int32)
+
+    def key_at(e):
+        return jnp.where((e >= 0) & (e < n), keys[jnp.clip(e, 0, n - 1)], jnp.int32(nb))
+
+    start = jnp.arange(lanes, dtype=jnp.int32) * K
+    first, last = key_at(start), key_at(start + K - 1)
+    return Lanes(K, first, last, (first == key_at(start - 1)) & (start > 0) & (first < nb),
+                 (last == key_at(start + K)) & (last < nb))
+
+
+def part_keys(lb: Lanes, nb: int):
+    """Keys ``(2L,)`` of the partial sums a level leaves (slots 2l: lane l's
+    head, 2l + 1: its tail; a lane wholly inside one run keeps only its
+    head); empty slots take the key of the next valid slot (their value is
+    the identity), so the list stays sorted."""
+    tail_valid = lb.cont_next & ~(lb.head_cont & (lb.last == lb.first))
+    pk = jnp.stack([jnp.where(lb.head_cont, lb.first, nb), jnp.where(tail_valid, lb.last, nb)],
+                   1).reshape(-1)
+    return lax.cummin(pk, axis=0, reverse=True)
+
+
 def identity_pm(curve: Curve, count: int):
     """``count`` projective identities, point-major ``(count, 3F)``."""
     return curve.identity((count,)).reshape(-1, count).T
@@ -150,17 +190,9 @@ def level(curve: Curve, keys, n_valid, src_pm, payload, lanes: int, min_steps: i
     bn = min(curve.config.bn, L)
     if L % bn:
         raise ValueError(f"segsum.level: {L} lanes is not a multiple of the block size {bn}")
-    K = jnp.maximum((n_valid + L - 1) // L, min_steps).astype(jnp.int32)
-    lane = jnp.arange(L, dtype=jnp.int32)
-
-    def key_at(e):
-        return jnp.where((e >= 0) & (e < n), keys[jnp.clip(e, 0, n - 1)], jnp.int32(nb))
-
-    start = lane * K
-    first, last = key_at(start), key_at(start + K - 1)
-    head_cont = (first == key_at(start - 1)) & (start > 0) & (first < nb)
-    cont_next = (last == key_at(start + K)) & (last < nb)
-    lf = head_cont.astype(jnp.int32) | (cont_next.astype(jnp.int32) << 1)
+    lb = lanes_of(keys, n_valid, nb, L, min_steps)
+    K, first, last = lb.steps, lb.first, lb.last
+    lf = lb.head_cont.astype(jnp.int32) | (lb.cont_next.astype(jnp.int32) << 1)
     target = jnp.concatenate([buckets_pm, identity_pm(curve, 3 * L)], axis=0)
     params = jnp.stack([K, jnp.int32(n), jnp.int32(nb), jnp.int32(nb + 2 * L)])
     pay = payload if affine else jnp.zeros((1,), jnp.uint32)
@@ -179,10 +211,7 @@ def level(curve: Curve, keys, n_valid, src_pm, payload, lanes: int, min_steps: i
             interpret=curve.config.interpret,
             name=f"{curve.name}_segsum_{'A' if affine else 'P'}",
         )(params, keys, pay, src_pm, first, last, lf, target)
-    tail_valid = cont_next & ~(head_cont & (last == first))
-    pk = jnp.stack([jnp.where(head_cont, first, nb), jnp.where(tail_valid, last, nb)], 1).reshape(-1)
-    pk = lax.cummin(pk, axis=0, reverse=True)
-    return target[:nb], pk, target[nb:nb + 2 * L]
+    return target[:nb], part_keys(lb, nb), target[nb:nb + 2 * L]
 
 
 def reduce_parts(curve: Curve, keys, vals_pm, buckets_pm, lanes: int, min_steps: int):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import random
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
@@ -65,6 +66,8 @@ def test_public_inputs_are_the_circuit_outputs(circuit):
 def test_proofs_verify(circuit):
     _, _, _, vk, proof, times, ys = circuit
     assert np.all(np.asarray(G.verify(vk, ys, proof)))
+    cpu = jax.devices("cpu")[0]                  # placed explicitly (the engine's host self-check)
+    assert list(np.asarray(G.verify(vk, [ys[0], [y + 1 for y in ys[1]]], proof, cpu))) == [True, False]
     assert set(times) >= {"spmv", "ntt", "msm_g1", "msm_g2", "combine", "total"}
 
 

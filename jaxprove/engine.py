@@ -38,7 +38,11 @@ and the working sets.
 pair of threads: a host thread takes the next batch from the shared
 scheduler and builds its witnesses (``lookahead`` batches ahead), while the
 device thread proves the previous batch: load (residency), satisfaction
-check, prove, verify-before-return (on by default), encode.  A failing item
+check, prove, verify-before-return (on by default, on the host CPU), encode.
+The device thread runs the best-ranked prepared batch, and waits for a more
+urgent one the host thread is about to build rather than run a prepared
+batch it outranks, so a WinningPoSt job waits for at most the batch already
+on the device.  A failing item
 (bad input, unsatisfied witness, a proof that does not verify) fails its job
 only: a batch whose witness building raises is rebuilt item by item, and an
 unsatisfied instance is replaced by a satisfied one of the same batch before
@@ -313,6 +317,10 @@ class Scheduler:
 
     def __len__(self):
         return sum(len(g) for g in self._groups.values())
+
+    def best_rank(self):
+        """The rank of the most urgent pending item (None when none is)."""
+        return min((g[0][0] for g in self._groups.values()), default=None)
 
     def ahead_of(self, rank) -> int:
         """Pending items that rank before ``rank`` (a queue position)."""
@@ -662,6 +670,7 @@ class Engine:
         self._residency = [Residency(config.budget_bytes) for _ in self.devices]
         self._load_locks = [threading.Lock() for _ in self.devices]
         self._busy = [False] * len(self.devices)
+        self._preparing = [None] * len(self.devices)     # rank of the batch the host builds
         self._threads: list[threading.Thread] = []
         self._accepting = True
         self._stopping = False
@@ -910,8 +919,15 @@ class Engine:
             if taken is None:
                 q.put(None)
                 return
-            with jax.default_device(dev):
-                q.put(self._synthesize(*taken))
+            with self._lock:
+                self._preparing[i] = min(it.rank for it in taken[0])
+            try:
+                with jax.default_device(dev):
+                    b = self._synthesize(*taken)
+            finally:
+                with self._lock:
+                    self._preparing[i] = None
+            q.put(b)
 
     def _synthesize(self, items, spec, parts) -> _Batch:
         """Host work: the batch's witnesses (padded to the batch shape)."""
@@ -939,11 +955,54 @@ class Engine:
         w = _assemble(ws, good[0], size)
         return _Batch(items, spec, w, errors, time.perf_counter() - t)
 
+    def _outranked(self, i, rank) -> bool:
+        """Whether a pending item, or the batch worker i's host thread is
+        building, ranks before ``rank``."""
+        with self._lock:
+            best = self._sched.best_rank()
+            return any(r is not None and r < rank for r in (best, self._preparing[i]))
+
+    def _next_prepared(self, i, q, slots, ready: list, host_done: list):
+        """The prepared batch to run next on worker i: the best-ranked of
+        those received from the host thread (``ready``).  While fewer than
+        ``lookahead`` + 1 are ready and a pending (or half-built) batch
+        outranks them all, wait for it: a WinningPoSt job submitted after a
+        PoRep batch was prepared runs before that batch instead of after it
+        (the running batch is never interrupted).  None once the host thread
+        is done and nothing is ready."""
+        while True:
+            while not host_done[0]:
+                try:
+                    b = q.get(block=not ready)
+                except queue.Empty:
+                    break
+                slots.release()
+                if b is None:
+                    host_done[0] = True
+                else:
+                    ready.append(b)
+            if not ready:
+                return None
+            best = min(ready, key=lambda b: min(it.rank for it in b.items))
+            rank = min(it.rank for it in best.items)
+            if host_done[0] or len(ready) > self.config.lookahead or not self._outranked(i, rank):
+                ready.remove(best)
+                return best
+            try:                                 # poll: the urgent item may be cancelled meanwhile
+                b = q.get(timeout=0.02)
+            except queue.Empty:
+                continue
+            slots.release()
+            if b is None:
+                host_done[0] = True
+            else:
+                ready.append(b)
+
     def _device_loop(self, i, dev, q, slots):
         import jax
+        ready, host_done = [], [False]
         while True:
-            b = q.get()
-            slots.release()
+            b = self._next_prepared(i, q, slots, ready, host_done)
             if b is None:
                 return
             with self._lock:

@@ -182,9 +182,13 @@ def fixed_base_points(curve, s, chunk: int | None = None, host: bool = False):
 
 def default_chunk(n: int) -> int:
     """Points per fixed-base chunk for vectors of up to n points: 2^20 on a
-    GPU, 2^12 on the CPU, or the next power of two of n if smaller."""
-    cap = 1 << 20 if jax.default_backend() == "gpu" else 1 << 12
-    return min(cap, 1 << max(n - 1, 0).bit_length())
+    GPU whatever n (one compiled program for every circuit, so the
+    persistent compilation cache serves every later setup; padding a small
+    vector costs milliseconds there), on the CPU 2^12 or the next power of
+    two of n if smaller (the CPU's cost is the points, not the compile)."""
+    if jax.default_backend() == "gpu":
+        return 1 << 20
+    return min(1 << 12, 1 << max(n - 1, 0).bit_length())
 
 
 @functools.partial(jax.jit, donate_argnums=0)

@@ -504,3 +504,33 @@ def test_engine_overlaps_witness_building_with_proving():
     t = {(kind, v): ts for kind, v, ts in events}
     for v in (2, 3):     # built while the previous batch was being proved
         assert t[("prove-start", v - 1)] < t[("witness", v)] < t[("prove-end", v - 1)]
+
+
+def test_urgent_job_overtakes_an_already_prepared_batch():
+    """A WinningPoSt job submitted while one PoRep batch is on the device and
+    the next is already prepared runs before that prepared batch."""
+    built = threading.Event()
+    spec = toy_spec("porep", "porep-t")
+
+    def witness(parts):
+        out = spec.witness(parts)
+        if parts[0] == 2:
+            built.set()
+        return out
+
+    gate = threading.Event()
+    prover = ToyProver(gate=gate)
+    reg = E.Registry([dataclasses.replace(spec, witness=witness),
+                      toy_spec("winning-post", "winning-t", P.CRITICAL)])
+    eng = E.Engine(reg, E.EngineConfig(), prover, devices=jax.devices()[:1]).start()
+    first = eng.submit("porep", 1, {"values": [1]})
+    assert prover.proving.wait(10)                      # batch [1] is on the (gated) device
+    second = eng.submit("porep", 1, {"values": [2]})
+    assert built.wait(10)                               # batch [2] is prepared, waiting
+    time.sleep(0.05)
+    urgent = eng.submit("winning-post", 1, {"values": [5]})
+    time.sleep(0.05)
+    gate.set()
+    assert all(_done(eng, j).status == "done" for j in (first, second, urgent))
+    eng.shutdown()
+    assert [b[1] for b in prover.batches] == [[1], [5], [2]]

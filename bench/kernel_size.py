@@ -37,7 +37,7 @@ def debug_config(config: KernelConfig) -> KernelConfig:
 
 def kernels(config: KernelConfig = KernelConfig()):
     """name -> (function, argument shapes) for every kernel family we ship."""
-    from ops import curve, field, tower
+    from ops import curve, field, segsum, tower
     cfg = debug_config(config)
     Fq = dataclasses.replace(field.Fq, config=cfg)
     Fr = dataclasses.replace(field.Fr, config=cfg)
@@ -46,6 +46,14 @@ def kernels(config: KernelConfig = KernelConfig()):
     G2 = dataclasses.replace(curve.G2, config=cfg)
     n = 1 << 20
     s = lambda *pre: jax.ShapeDtypeStruct(pre + (n,), jnp.uint32)
+    i32 = lambda *shape: jax.ShapeDtypeStruct(shape, jnp.int32)
+    u32 = lambda *shape: jax.ShapeDtypeStruct(shape, jnp.uint32)
+
+    def segsum_level(affine):         # one fused accumulation level, 2^14 lanes
+        def f(keys, nv, src, pay, buckets):
+            return segsum.level(G1, keys, nv, src, pay if affine else None, 1 << 14, 4, buckets)
+        return f, (i32(n), i32(), u32(n, 24 if affine else 36), u32(n), u32(1 << 16, 36))
+
     return {
         "Fr.mul": (Fr.mul, (s(8), s(8))),
         "Fq.mul": (Fq.mul, (s(12), s(12))),
@@ -58,6 +66,8 @@ def kernels(config: KernelConfig = KernelConfig()):
         "G2.add": (G2.add, (s(3, 2, 12), s(3, 2, 12))),
         "G2.madd": (G2.madd, (s(3, 2, 12), s(2, 2, 12))),
         "G2.double": (G2.double, (s(3, 2, 12),)),
+        "G1.segsum_A": segsum_level(True),
+        "G1.segsum_P": segsum_level(False),
     }
 
 

@@ -235,7 +235,9 @@ def elementwise(formula: Callable, in_prefixes: Sequence[tuple], out_types: Sequ
                 raise TypeError(f"{name}: limb arrays must be uint32, got {a.dtype}")
         if config.interpret:
             return finish(pallas_path(*args))
-        if pl is None or not _has_cuda():        # no CUDA backend: the kernel branch can never run
+        if pl is None or not (_has_cuda() or config.debug):
+            # no CUDA backend: the kernel branch can never run (debug: lowered for CUDA anyway,
+            # so bench.kernel_size can count a kernel's Triton IR on a CPU-only host)
             return finish(xla_path(*args))
         outs = lax.platform_dependent(*args, default=xla_path, cuda=pallas_path)
         return finish(outs)

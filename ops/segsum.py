@@ -209,6 +209,7 @@ def level(curve: Curve, keys, n_valid, src_pm, payload, lanes: int, min_steps: i
             input_output_aliases={7: 0},
             compiler_params=plgpu.CompilerParams(num_warps=curve.config.num_warps, num_stages=1),
             interpret=curve.config.interpret,
+            debug=curve.config.debug,
             name=f"{curve.name}_segsum_{'A' if affine else 'P'}",
         )(params, keys, pay, src_pm, first, last, lf, target)
     return target[:nb], part_keys(lb, nb), target[nb:nb + 2 * L]

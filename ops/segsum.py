@@ -23,7 +23,8 @@ The result is the same as ``_accumulate``'s (same lane split, same slots).
 Arrays are point-major (one row of 2·F or 3·F words per point), so every
 stride in the kernel is a constant of the curve; n, the bucket count and
 the lane count are runtime scalars (``params``), and the kernel's Triton IR
-is the same for every level and MSM size.  Curves whose formulas run as two
+is the same for every level and MSM size (but for 64-bit offsets into
+arrays over 4 GiB).  Curves whose formulas run as two
 kernels (``Curve.split``: G2) are not fused (one kernel holding both halves
 is the unsplit formula, which compiles for many minutes).
 """

@@ -970,17 +970,22 @@ class Engine:
         PoRep batch was prepared runs before that batch instead of after it
         (the running batch is never interrupted).  None once the host thread
         is done and nothing is ready."""
+        def receive(**get) -> bool:
+            """One batch (or the host thread's end) from q into ready; False if none came."""
+            try:
+                b = q.get(**get)
+            except queue.Empty:
+                return False
+            slots.release()
+            if b is None:
+                host_done[0] = True
+            else:
+                ready.append(b)
+            return True
+
         while True:
-            while not host_done[0]:
-                try:
-                    b = q.get(block=not ready)
-                except queue.Empty:
-                    break
-                slots.release()
-                if b is None:
-                    host_done[0] = True
-                else:
-                    ready.append(b)
+            while not host_done[0] and receive(block=not ready):
+                pass
             if not ready:
                 return None
             best = min(ready, key=lambda b: min(it.rank for it in b.items))
@@ -988,15 +993,7 @@ class Engine:
             if host_done[0] or len(ready) > self.config.lookahead or not self._outranked(i, rank):
                 ready.remove(best)
                 return best
-            try:                                 # poll: the urgent item may be cancelled meanwhile
-                b = q.get(timeout=0.02)
-            except queue.Empty:
-                continue
-            slots.release()
-            if b is None:
-                host_done[0] = True
-            else:
-                ready.append(b)
+            receive(timeout=0.02)                # poll: the urgent item may be cancelled meanwhile
 
     def _device_loop(self, i, dev, q, slots):
         import jax

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import io
+import math
 import re
 
 import jax
@@ -49,10 +50,12 @@ def kernels(config: KernelConfig = KernelConfig()):
     i32 = lambda *shape: jax.ShapeDtypeStruct(shape, jnp.int32)
     u32 = lambda *shape: jax.ShapeDtypeStruct(shape, jnp.uint32)
 
-    def segsum_level(affine):         # one fused accumulation level, 2^14 lanes
+    def segsum_level(curve, affine):  # one accumulation level, 2^14 lanes
+        rows = math.prod(curve.aff if affine else curve.proj)
+
         def f(keys, nv, src, pay, buckets):
-            return segsum.level(G1, keys, nv, src, pay if affine else None, 1 << 14, 4, buckets)
-        return f, (i32(n), i32(), u32(n, 24 if affine else 36), u32(n), u32(1 << 16, 36))
+            return segsum.level(curve, keys, nv, src, pay if affine else None, 1 << 14, 4, buckets)
+        return f, (i32(n), i32(), u32(n, rows), u32(n), u32(1 << 16, math.prod(curve.proj)))
 
     return {
         "Fr.mul": (Fr.mul, (s(8), s(8))),
@@ -66,8 +69,10 @@ def kernels(config: KernelConfig = KernelConfig()):
         "G2.add": (G2.add, (s(3, 2, 12), s(3, 2, 12))),
         "G2.madd": (G2.madd, (s(3, 2, 12), s(2, 2, 12))),
         "G2.double": (G2.double, (s(3, 2, 12),)),
-        "G1.segsum_A": segsum_level(True),
-        "G1.segsum_P": segsum_level(False),
+        "G1.segsum_A": segsum_level(G1, True),
+        "G1.segsum_P": segsum_level(G1, False),
+        "G2.segsum_A": segsum_level(G2, True),       # split: products, tail kernels per step
+        "G2.segsum_P": segsum_level(G2, False),
     }
 
 

@@ -34,6 +34,7 @@ BLS12-381 MSM H200-scaled; floor: T·W mixed additions at the measured
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import subprocess
@@ -130,7 +131,7 @@ def bench_ntt(log_ns, out, reps):
         emit(base_record("ntt", ln, compile_s=comp, xla_peak_bytes=mem, checked=ok, **t), out)
 
 
-def bench_msm(curve, log_ns, out, reps, bits=()):
+def bench_msm(curve, log_ns, out, reps, bits=(), config=None):
     key = jax.random.PRNGKey(1)
     top = max(list(log_ns) + list(bits))
     n_top = 1 << top
@@ -140,8 +141,8 @@ def bench_msm(curve, log_ns, out, reps, bits=()):
     bases = make_bases(curve, k)
     jax.block_until_ready(bases)
     print(f"# {curve.name}: bases 2^{top} made in {time.perf_counter() - t0:.1f} s", flush=True)
-    cfg = M.default_config()
-    name = f"msm_{curve.name}"
+    cfg = config or M.default_config()
+    name = f"msm_{curve.name}" + ("_fused_split" if cfg.fused_split and curve.split else "")
 
     def one(case, ln, sc):
         n = 1 << ln
@@ -151,7 +152,8 @@ def bench_msm(curve, log_ns, out, reps, bits=()):
         res = f(b, ss)
         ok = matches(curve, res[..., 0], dot_int(sc[:, :n], k[:, :n]))
         t = time_fn(f, (b, ss), reps=reps)
-        emit(base_record(case, ln, window=c, lanes=cfg.lanes, compile_s=comp, xla_peak_bytes=mem,
+        emit(base_record(case, ln, window=c, lanes=cfg.lanes, fused=cfg.fused,
+                         fused_split=cfg.fused_split, compile_s=comp, xla_peak_bytes=mem,
                          checked=ok, **t), out)
         return t["median_s"]
 
@@ -281,6 +283,8 @@ def main():
     ap.add_argument("--budget", type=int, default=None)
     ap.add_argument("--budget-gb", type=float, default=16.0)
     ap.add_argument("--reps", type=int, default=5)
+    ap.add_argument("--g2-fused-split", action="store_true",
+                    help="G2 sizes also with MSMConfig.fused_split (hypothesis 20), after the loop")
     ap.add_argument("--out", default=None)
     a = ap.parse_args()
     if a.ntt:
@@ -291,6 +295,9 @@ def main():
         bench_profile(a.profile, a.out, a.reps)
     if a.g2:
         bench_msm(G2, a.g2, a.out, a.reps)
+        if a.g2_fused_split:
+            cfg = dataclasses.replace(M.default_config(), fused_split=True)
+            bench_msm(G2, a.g2, a.out, a.reps, config=cfg)
     if a.budget is not None:
         bench_budget(a.budget, a.budget_gb, a.out)
 

@@ -102,7 +102,11 @@ class MSMConfig:
     level of the bucket accumulation as ONE kernel that walks every lane's
     entries with the accumulator in registers (``ops.segsum``) instead of an
     XLA loop of K addition kernels with gathers and scatters around each;
-    curves with split formulas (G2) always take the loop."""
+    curves with split formulas (G2) take the loop unless ``fused_split``;
+    fused_split: G2's level as an XLA loop of two kernels per step that load
+    their operands by index and store finished sums themselves
+    (``ops.segsum``; no XLA gathers, transposes or scatters around them),
+    off until measured on a GPU (bench/NOTES.md hypothesis 20)."""
     window: int | None = None
     lanes: int = 1 << 19
     small_lanes: int = 1 << 14
@@ -111,6 +115,7 @@ class MSMConfig:
     horner: bool = False
     split_threshold: float | None = 0.5
     fused: bool = True
+    fused_split: bool = False
 
     def __post_init__(self):
         # a level of K steps leaves at most 2·⌈n/K⌉ − 1 partial sums of n (the last busy lane
@@ -281,7 +286,7 @@ def _accumulate(curve: Curve, keys, n_valid, fetch, step, lanes: int, min_steps:
 def _fused_or_loop(curve: Curve, cfg: MSMConfig, fused, loop):
     """fused() where ``ops.segsum`` applies (CUDA, or the curve's kernels in
     interpret mode), else loop(); decided at lowering time on a CUDA host."""
-    if not (cfg.fused and segsum.supported(curve)):
+    if not (cfg.fused and segsum.supported(curve, cfg.fused_split)):
         return loop()
     if curve.config.interpret:
         return fused()

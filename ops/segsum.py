@@ -24,9 +24,13 @@ Arrays are point-major (one row of 2·F or 3·F words per point), so every
 stride in the kernel is a constant of the curve; n, the bucket count and
 the lane count are runtime scalars (``params``), and the kernel's Triton IR
 is the same for every level and MSM size (but for 64-bit offsets into
-arrays over 4 GiB).  Curves whose formulas run as two
-kernels (``Curve.split``: G2) are not fused (one kernel holding both halves
-is the unsplit formula, which compiles for many minutes).
+arrays over 4 GiB).
+
+Curves whose formulas run as two kernels (``Curve.split``: G2) cannot hold
+the whole walk in one kernel (both halves together are the unsplit formula,
+which compiles for many minutes); for them ``level`` runs an XLA loop of two
+kernels per step (``_step_kernels``) that still load their operands by
+index and store finished sums themselves (``MSMConfig.fused_split``).
 """
 from __future__ import annotations
 
@@ -46,88 +50,184 @@ try:
 except ImportError:  # pragma: no cover
     pl = plgpu = None
 
-def supported(curve: Curve) -> bool:
-    """Whether ``curve``'s step formula fits one fused kernel."""
-    return pl is not None and not curve.split
+def supported(curve: Curve, split_steps: bool = False) -> bool:
+    """Whether ``level`` serves ``curve``: one fused kernel per level, or
+    for a split curve (G2) two kernels per step when ``split_steps``."""
+    return pl is not None and (not curve.split or split_steps)
 
 
 def _point_rows(curve: Curve, affine: bool) -> tuple:
     return curve.aff if affine else curve.proj
 
 
-def _kernel(curve: Curve, affine: bool, bn: int):
-    """The Pallas kernel of one level (see module docstring).
+class _Walk:
+    """The pieces of one accumulation step inside a kernel, shared by the
+    fused level (``_kernel``: all K steps in one kernel) and the split step
+    kernels (``_step_kernels``: one step as two kernels, for split curves).
 
-    Refs: params (4,) int32 = (K, n, nb, nb + 2L); keys (n,) int32; payload
+    Refs: params int32 = (K, n, nb, nb + 2L, j); keys (n,) int32; payload
     (n,) uint32 (affine: point index | sign << 31; projective: unused);
     src point-major: affine bases (N, 2F) or projective values (n, 3F);
     lane blocks (bn,): first key, last key, flags (1: head continues the
     previous lane, 2: tail continues into the next); target (nb + 3L, 3F)
-    in/out (rows nb + 2L + lane: where a lane's masked-off stores point, so
-    that no two lanes ever name one row, masked or not)."""
-    src_pre = _point_rows(curve, affine)
-    acc_pre = curve.proj
-    n_src, n_acc = math.prod(src_pre), math.prod(acc_pre)
-    base = curve._field.base_arith
+    (rows nb + 2L + lane: where a lane's masked-off stores point, so that no
+    two lanes ever name one row, masked or not)."""
+
+    def __init__(self, curve: Curve, affine: bool, bn: int):
+        self.curve, self.affine, self.bn = curve, affine, bn
+        self.src_pre = _point_rows(curve, affine)
+        self.acc_pre = curve.proj
+        self.n_src, self.n_acc = math.prod(self.src_pre), math.prod(self.acc_pre)
+        self.base = curve._field.base_arith
+
+    def setup(self, prm_ref, keys_ref, pay_ref, src_ref):
+        self.K, self.n, self.nb, self.trash = prm_ref[0], prm_ref[1], prm_ref[2], prm_ref[3]
+        self.keys_ref, self.pay_ref, self.src_ref = keys_ref, pay_ref, src_ref
+        self.lane = pl.program_id(0) * self.bn + lax.iota(jnp.int32, self.bn)
+        self.start = self.lane * self.K
+        self.C = self.curve.lift(self.base)
+        return self
+
+    def key_at(self, e):
+        ok = (e >= 0) & (e < self.n)
+        k = plgpu.load(self.keys_ref.at[jnp.clip(e, 0, self.n - 1)], mask=ok, other=0)
+        return jnp.where(ok, k, self.nb)
+
+    def operands(self, j, acc, kprev, kcur):
+        """(restart ? O : acc, ±Q) for step j: acc flat rows, Q loaded by index."""
+        C, F = self.C, self.C.F
+        e = self.start + j
+        ok = kcur < self.nb
+        ec = jnp.clip(e, 0, self.n - 1)
+        if self.affine:
+            p = plgpu.load(self.pay_ref.at[ec], mask=ok, other=0)
+            row = (p & jnp.uint32(0x7FFFFFFF)).astype(jnp.int32)
+            neg = ok & ((p >> jnp.uint32(31)) != 0)
+        else:
+            row = ec
+        Q = _nest([plgpu.load(self.src_ref.at[row, r], mask=ok, other=0)
+                   for r in range(self.n_src)], self.src_pre)
+        restart = (j == 0) | (kcur != kprev)
+        acc_n = _nest(list(acc), self.acc_pre)
+        ident = C.identity(F.like(acc_n[0]))
+        a = tuple(F.select(restart, i, x) for i, x in zip(ident, acc_n))
+        if self.affine:
+            Q = (Q[0], F.select(neg, F.neg(Q[1]), Q[1])) + tuple(Q[2:])
+        return a, Q
+
+    def rows(self, value, pre):
+        return [jnp.broadcast_to(v.astype(jnp.uint32), (self.bn,)) for v in _flat(value, pre)]
+
+    def store(self, tgt_ref, out, j, kcur, knext, first, last, lf):
+        """Write the accumulator rows ``out`` where a bucket (or a lane's
+        head/tail partial sum) ends at step j."""
+        nb, lane = self.nb, self.lane
+        head_cont, cont_next = (lf & 1) != 0, (lf & 2) != 0
+        end = (kcur != knext) | (j == self.K - 1)
+        in_head = head_cont & (kcur == first)
+        in_tail = cont_next & (kcur == last)
+        idx = jnp.where(end & ~in_head & ~in_tail & (kcur >= 0) & (kcur < nb), kcur, -1)
+        idx = jnp.where(end & in_head, nb + 2 * lane, idx)
+        idx = jnp.where(end & in_tail & ~in_head, nb + 2 * lane + 1, idx)
+        st = idx >= 0
+        idx = jnp.where(st, idx, self.trash + lane)   # masked off; distinct rows all the same
+        for r in range(self.n_acc):
+            plgpu.store(tgt_ref.at[idx, r], out[r], mask=st)
+
+    def identity_rows(self):
+        return tuple(self.rows(self.C.identity(jnp.zeros((self.bn,), jnp.uint32)), self.acc_pre))
+
+
+def _kernel(curve: Curve, affine: bool, bn: int):
+    """The Pallas kernel of one level, all K steps (refs: ``_Walk``, then the
+    three lane blocks, the target in and the target out, aliased)."""
 
     def kernel(prm_ref, keys_ref, pay_ref, src_ref, first_ref, last_ref, lf_ref, tin_ref, tgt_ref):
         del tin_ref                                       # aliased with tgt_ref
-        K, n, nb, trash = prm_ref[0], prm_ref[1], prm_ref[2], prm_ref[3]
-        lane = pl.program_id(0) * bn + lax.iota(jnp.int32, bn)
-        start = lane * K
+        w = _Walk(curve, affine, bn).setup(prm_ref, keys_ref, pay_ref, src_ref)
         first, last, lf = first_ref[...], last_ref[...], lf_ref[...]
-        head_cont, cont_next = (lf & 1) != 0, (lf & 2) != 0
-        C = curve.lift(base)
-        F = C.F
-
-        def key_at(e):
-            ok = (e >= 0) & (e < n)
-            k = plgpu.load(keys_ref.at[jnp.clip(e, 0, n - 1)], mask=ok, other=0)
-            return jnp.where(ok, k, nb)
 
         def body(j, carry):
             acc, kprev, kcur = carry
-            e = start + j
-            knext = key_at(e + 1)
-            ok = kcur < nb
-            ec = jnp.clip(e, 0, n - 1)
-            if affine:
-                p = plgpu.load(pay_ref.at[ec], mask=ok, other=0)
-                row = (p & jnp.uint32(0x7FFFFFFF)).astype(jnp.int32)
-                sign = p >> jnp.uint32(31)
-            else:
-                row, sign = ec, jnp.zeros((bn,), jnp.uint32)
-            q = [plgpu.load(src_ref.at[row, r], mask=ok, other=0) for r in range(n_src)]
-            restart = (j == 0) | (kcur != kprev)
-            acc_n = _nest(list(acc), acc_pre)
-            Q = _nest(q, src_pre)
-            ident = C.identity(F.like(acc_n[0]))
-            a = tuple(F.select(restart, i, x) for i, x in zip(ident, acc_n))
-            if affine:
-                neg = ok & (sign != 0)
-                Q = (Q[0], F.select(neg, F.neg(Q[1]), Q[1])) + tuple(Q[2:])
-                acc_n = C.madd(a, Q)
-            else:
-                acc_n = C.add(a, Q)
-            out = [jnp.broadcast_to(v.astype(jnp.uint32), (bn,)) for v in _flat(acc_n, acc_pre)]
-            end = (kcur != knext) | (j == K - 1)
-            in_head = head_cont & (kcur == first)
-            in_tail = cont_next & (kcur == last)
-            idx = jnp.where(end & ~in_head & ~in_tail & (kcur >= 0) & (kcur < nb), kcur, -1)
-            idx = jnp.where(end & in_head, nb + 2 * lane, idx)
-            idx = jnp.where(end & in_tail & ~in_head, nb + 2 * lane + 1, idx)
-            st = idx >= 0
-            idx = jnp.where(st, idx, trash + lane)       # masked off; distinct rows all the same
-            for r in range(n_acc):
-                plgpu.store(tgt_ref.at[idx, r], out[r], mask=st)
+            knext = w.key_at(w.start + j + 1)
+            a, Q = w.operands(j, acc, kprev, kcur)
+            out = w.rows(w.C.madd(a, Q) if affine else w.C.add(a, Q), w.acc_pre)
+            w.store(tgt_ref, out, j, kcur, knext, first, last, lf)
             return tuple(out), kcur, knext
 
-        zero = jnp.zeros((bn,), jnp.uint32)
-        acc0 = tuple(_flat(C.identity(zero), acc_pre))
-        acc0 = tuple(jnp.broadcast_to(v.astype(jnp.uint32), (bn,)) for v in acc0)
-        lax.fori_loop(0, K, body, (acc0, jnp.full((bn,), -1, jnp.int32), key_at(start)))
+        lax.fori_loop(0, w.K, body, (w.identity_rows(), jnp.full((bn,), -1, jnp.int32),
+                                     w.key_at(w.start)))
 
     return kernel
+
+
+def _step_kernels(curve: Curve, affine: bool, bn: int):
+    """One step j (params[4]) of a level as two kernels, for curves whose
+    formulas are split (``Curve.split``): products(acc) -> T, then
+    tail(T, acc) -> acc' with the finished sums stored into the target.
+    Both load their operands by index (no XLA gathers, transposes or
+    scatters around them); the accumulator lives in HBM between steps."""
+    T_pre = (6,) + curve.fp
+
+    def products(prm_ref, keys_ref, pay_ref, src_ref, acc_ref, t_ref):
+        w = _Walk(curve, affine, bn).setup(prm_ref, keys_ref, pay_ref, src_ref)
+        j = prm_ref[4]
+        e = w.start + j
+        a, Q = w.operands(j, [acc_ref[r] for r in range(w.n_acc)], w.key_at(e - 1), w.key_at(e))
+        T = w.C.madd_products(a, Q) if affine else w.C.add_products(a, Q)
+        for r, v in enumerate(w.rows(T, T_pre)):
+            t_ref[r] = v
+
+    def tail(prm_ref, keys_ref, pay_ref, src_ref, first_ref, last_ref, lf_ref, t_ref, acc_ref,
+             tin_ref, acc_out, tgt_ref):
+        del tin_ref                                       # aliased with tgt_ref
+        w = _Walk(curve, affine, bn).setup(prm_ref, keys_ref, pay_ref, src_ref)
+        j = prm_ref[4]
+        e = w.start + j
+        kcur = w.key_at(e)
+        a, Q = w.operands(j, [acc_ref[r] for r in range(w.n_acc)], w.key_at(e - 1), kcur)
+        T = _nest([t_ref[r] for r in range(math.prod(T_pre))], T_pre)
+        out = w.rows(w.C.madd_tail(T, a, Q) if affine else w.C.tail(T), w.acc_pre)
+        for r, v in enumerate(out):
+            acc_out[r] = v
+        w.store(tgt_ref, out, j, kcur, w.key_at(e + 1), first_ref[...], last_ref[...], lf_ref[...])
+
+    return products, tail
+
+
+def _split_steps(curve: Curve, affine: bool, bn: int, L: int, params, keys, pay, src_pm, first,
+                 last, lf, target):
+    """``level``'s walk for a split curve: an XLA loop over the K steps, two
+    kernels per step (``_step_kernels``); returns the target."""
+    products, tail = _step_kernels(curve, affine, bn)
+    R, Tr = math.prod(curve.proj), 6 * math.prod(curve.fp)
+    full = pl.no_block_spec
+    lanes_spec = pl.BlockSpec((bn,), lambda i: (i,))
+    blk = lambda r: pl.BlockSpec((r, bn), lambda i: (0, i))
+    u32 = lambda *shape: jax.ShapeDtypeStruct(shape, jnp.uint32)
+    common = dict(grid=(L // bn,), interpret=curve.config.interpret, debug=curve.config.debug,
+                  compiler_params=plgpu.CompilerParams(num_warps=curve.config.num_warps,
+                                                       num_stages=1))
+    tag = "A" if affine else "P"
+
+    def step(j, carry):
+        acc, target = carry
+        prm = params.at[4].set(j)
+        T = pl.pallas_call(products, out_shape=u32(Tr, L), in_specs=[full] * 4 + [blk(R)],
+                           out_specs=blk(Tr), name=f"{curve.name}_segsum_prod_{tag}",
+                           **common)(prm, keys, pay, src_pm, acc)
+        acc, target = pl.pallas_call(
+            tail, out_shape=[u32(R, L), u32(*target.shape)],
+            in_specs=[full] * 4 + [lanes_spec] * 3 + [blk(Tr), blk(R), full],
+            out_specs=[blk(R), full], input_output_aliases={9: 1},
+            name=f"{curve.name}_segsum_tail_{tag}", **common,
+        )(prm, keys, pay, src_pm, first, last, lf, T, acc, target)
+        return acc, target
+
+    acc0 = curve.identity((L,)).reshape(R, L)
+    with x64():
+        _, target = lax.fori_loop(0, params[0], step, (acc0, target))
+    return target
 
 
 class Lanes(NamedTuple):
@@ -195,11 +295,15 @@ def level(curve: Curve, keys, n_valid, src_pm, payload, lanes: int, min_steps: i
     K, first, last = lb.steps, lb.first, lb.last
     lf = lb.head_cont.astype(jnp.int32) | (lb.cont_next.astype(jnp.int32) << 1)
     target = jnp.concatenate([buckets_pm, identity_pm(curve, 3 * L)], axis=0)
-    params = jnp.stack([K, jnp.int32(n), jnp.int32(nb), jnp.int32(nb + 2 * L)])
+    params = jnp.stack([K, jnp.int32(n), jnp.int32(nb), jnp.int32(nb + 2 * L), jnp.int32(0)])
     pay = payload if affine else jnp.zeros((1,), jnp.uint32)
 
     full = pl.no_block_spec
     lanes_spec = pl.BlockSpec((bn,), lambda i: (i,))
+    if curve.split:
+        target = _split_steps(curve, affine, bn, L, params, keys, pay, src_pm, first, last, lf,
+                              target)
+        return target[:nb], part_keys(lb, nb), target[nb:nb + 2 * L]
     with x64():
         target = pl.pallas_call(
             _kernel(curve, affine, bn),

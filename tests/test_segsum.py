@@ -102,3 +102,41 @@ def test_msm_through_fused_kernels_matches_py_ecc(kind):
     sc = [0xDEADBEEF] * 8 if kind == "same" else [rng.randrange(2) for _ in range(8)]
     cfg = M.MSMConfig(window=4, lanes=8, small_lanes=4, min_steps=4, split_threshold=None)
     assert _run(bases, sc, curve=G1I, cfg=cfg) == _expected(ks, sc)
+
+
+def test_split_curve_steps_equal_xla_loop():
+    """G2 (split formulas): the two-kernels-per-step walk equals the XLA loop."""
+    from ops.curve import G2
+    from test_msm import _g2
+    G2I = dataclasses.replace(G2, config=dataclasses.replace(G2.config, interpret=True, bn=4))
+    pts = G2.from_affine_ints([_g2(k) for k in range(3, 9)])
+    rng = np.random.default_rng(2)
+    n, nb, lanes = 16, 5, 4
+    keys = _keys(rng, n, nb)
+    payload = jnp.asarray(rng.integers(0, 6, n).astype(np.uint32)
+                          | (rng.integers(0, 2, n).astype(np.uint32) << 31))
+    pm = M.point_major(G2, pts)
+    n_valid = jnp.sum(keys < nb).astype(jnp.int32)
+
+    def fetch(e, ok):
+        p = payload[jnp.clip(e, 0, n - 1)]
+        i = (p & jnp.uint32(0x7FFFFFFF)).astype(jnp.int32)
+        q = jnp.where(ok[:, None], jnp.take(pm, i, axis=0), jnp.uint32(0))
+        return q.T.reshape(G2.aff + (i.shape[0],)), jnp.where(ok, p >> jnp.uint32(31), jnp.uint32(0))
+
+    b0, k0, v0 = M._accumulate(G2, keys, n_valid, fetch, M._step_fn(G2, True), lanes, 3,
+                               G2.identity((nb,)))
+    b1, k1, v1 = segsum.level(G2I, keys, n_valid, pm, payload, lanes, 3, segsum.identity_pm(G2, nb))
+    aff = G2.to_affine_ints
+    assert aff(b1.T.reshape(G2.proj + (nb,))) == aff(b0)
+    np.testing.assert_array_equal(np.asarray(k1), np.asarray(k0))
+    valid = np.asarray(k0) < nb
+    got, want = aff(v1.T.reshape(G2.proj + (2 * lanes,))), aff(v0)
+    assert [g for g, ok in zip(got, valid) if ok] == [w for w, ok in zip(want, valid) if ok]
+    assert any(x is not None for x in aff(b0))
+    # the projective steps: reduce those partial sums into the buckets
+    cfg = M.MSMConfig(lanes=4, small_lanes=2, min_steps=3)
+    want = M._reduce_parts_loop(G2, k0, v0, b0, cfg)
+    got = segsum.reduce_parts(G2I, k0, v0.reshape(-1, 2 * lanes).T, b0.reshape(-1, nb).T,
+                              cfg.small_lanes, cfg.min_steps)
+    assert aff(got.T.reshape(G2.proj + (nb,))) == aff(want)

@@ -40,6 +40,21 @@ def _keys(rng, n, nb):
     return jnp.asarray(np.minimum(keys, nb).astype(np.int32))
 
 
+def _xla_level(curve, keys, n_valid, pm, payload, lanes, min_steps, nb):
+    """The reference: ``ops.msm._accumulate`` (the XLA loop) on the same level."""
+    n = keys.shape[0]
+
+    def fetch(e, ok):
+        p = payload[jnp.clip(e, 0, n - 1)]
+        i = (p & jnp.uint32(0x7FFFFFFF)).astype(jnp.int32)
+        q = jnp.where(ok[:, None], jnp.take(pm, i, axis=0), jnp.uint32(0))
+        return (q.T.reshape(curve.aff + (i.shape[0],)),
+                jnp.where(ok, p >> jnp.uint32(31), jnp.uint32(0)))
+
+    return M._accumulate(curve, keys, n_valid, fetch, M._step_fn(curve, True), lanes, min_steps,
+                         curve.identity((nb,)))
+
+
 def _aff(x):
     return G1.to_affine_ints(x)
 
@@ -57,15 +72,7 @@ def test_affine_level_equals_xla_loop(points, lanes, min_steps):
                           | (rng.integers(0, 2, n).astype(np.uint32) << 31))
     pm = M.point_major(G1, points)
     n_valid = jnp.sum(keys < nb).astype(jnp.int32)
-
-    def fetch(e, ok):
-        p = payload[jnp.clip(e, 0, n - 1)]
-        i = (p & jnp.uint32(0x7FFFFFFF)).astype(jnp.int32)
-        q = jnp.where(ok[:, None], jnp.take(pm, i, axis=0), jnp.uint32(0))
-        return q.T.reshape(G1.aff + (i.shape[0],)), jnp.where(ok, p >> jnp.uint32(31), jnp.uint32(0))
-
-    b0, k0, v0 = M._accumulate(G1, keys, n_valid, fetch, M._step_fn(G1, True), lanes, min_steps,
-                               G1.identity((nb,)))
+    b0, k0, v0 = _xla_level(G1, keys, n_valid, pm, payload, lanes, min_steps, nb)
     b1, k1, v1 = segsum.level(G1I, keys, n_valid, pm, payload, lanes, min_steps,
                               segsum.identity_pm(G1, nb))
     assert _aff(_from_pm(b1, nb)) == _aff(b0)
@@ -117,15 +124,7 @@ def test_split_curve_steps_equal_xla_loop():
                           | (rng.integers(0, 2, n).astype(np.uint32) << 31))
     pm = M.point_major(G2, pts)
     n_valid = jnp.sum(keys < nb).astype(jnp.int32)
-
-    def fetch(e, ok):
-        p = payload[jnp.clip(e, 0, n - 1)]
-        i = (p & jnp.uint32(0x7FFFFFFF)).astype(jnp.int32)
-        q = jnp.where(ok[:, None], jnp.take(pm, i, axis=0), jnp.uint32(0))
-        return q.T.reshape(G2.aff + (i.shape[0],)), jnp.where(ok, p >> jnp.uint32(31), jnp.uint32(0))
-
-    b0, k0, v0 = M._accumulate(G2, keys, n_valid, fetch, M._step_fn(G2, True), lanes, 3,
-                               G2.identity((nb,)))
+    b0, k0, v0 = _xla_level(G2, keys, n_valid, pm, payload, lanes, 3, nb)
     b1, k1, v1 = segsum.level(G2I, keys, n_valid, pm, payload, lanes, 3, segsum.identity_pm(G2, nb))
     aff = G2.to_affine_ints
     assert aff(b1.T.reshape(G2.proj + (nb,))) == aff(b0)

@@ -113,11 +113,10 @@ def run_witness(case, fn, args, n_hashes, n_vars, out_bytes, mem_gb, reps, env, 
     return r["median_s"]
 
 
-def bench_sha(log_bs, mem_gb, reps, env, out, modes):
+def bench_sha(batches, mem_gb, reps, env, out, modes):
     rng = np.random.default_rng(1)
     n_vars = C.record(sha_vmap).num_vars
-    for lb in log_bs:
-        b = 1 << lb
+    for b in batches:
         data = rng.integers(0, 256, (b, 64), dtype=np.uint8)
         bits = jnp.asarray(np.unpackbits(data, axis=1).astype(np.uint32))
         # instance 0: a 55-byte message and its padding fill one block, so
@@ -144,12 +143,11 @@ def bench_sha(log_bs, mem_gb, reps, env, out, modes):
                         lambda res: digest(res[0, 0]) == ref, {"goal": DIGEST_NOTE})
 
 
-def bench_poseidon(log_bs, mem_gb, reps, env, out, modes, native):
+def bench_poseidon(batches, mem_gb, reps, env, out, modes, native):
     n_vars = C.record(poseidon_vmap).num_vars
     key = jax.random.key(2)
-    for lb in log_bs:
-        b = 1 << lb
-        x = Fr.random(jax.random.fold_in(key, lb), (b, 8))            # (8, B, 8)
+    for b in batches:
+        x = Fr.random(jax.random.fold_in(key, b), (b, 8))            # (8, B, 8)
         ref = np.asarray(Fr.to_int(np.asarray(P.hash(x[:, :1])))).reshape(-1)[0]
         first = lambda h: int(np.asarray(Fr.to_int(np.asarray(h))).reshape(-1)[0]) == int(ref)
         if "vmap" in modes:
@@ -215,6 +213,8 @@ def main():
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--log-b", default="10,12,14,16,18,20",
                     help="log2 batch sizes of the witness cases ('' for none)")
+    ap.add_argument("--batches", default="",
+                    help="further batch sizes of the witness cases, e.g. 100000 (issue 4's goal)")
     ap.add_argument("--modes", default="vmap,topology", help="vmap, topology or both")
     ap.add_argument("--hashes", default="sha256,poseidon8,native")
     ap.add_argument("--mem-gb", type=float, default=60.0, help="skip witnesses larger than this")
@@ -231,13 +231,16 @@ def main():
     if a.reps < 1:
         ap.error("--reps must be >= 1")
     env = environment()
-    log_bs = [int(x) for x in a.log_b.split(",") if x]
+    batches = [1 << int(x) for x in a.log_b.split(",") if x]
+    batches += [int(float(x)) for x in a.batches.split(",") if x]
+    if any(b < 1 for b in batches):
+        ap.error("batch sizes must be >= 1")
     modes = set(a.modes.split(","))
     hashes = set(a.hashes.split(","))
     if "sha256" in hashes:
-        bench_sha(log_bs, a.mem_gb, a.reps, env, a.out, modes)
+        bench_sha(batches, a.mem_gb, a.reps, env, a.out, modes)
     if "poseidon8" in hashes or "native" in hashes:
-        bench_poseidon(log_bs, a.mem_gb, a.reps, env, a.out,
+        bench_poseidon(batches, a.mem_gb, a.reps, env, a.out,
                        modes if "poseidon8" in hashes else set(), "native" in hashes)
     sizes = [int(float(x)) for x in a.record.split(",") if x]
     bench_record([n for n in sizes if n <= 10 ** a.max_log], env, a.out, not a.no_extract,

@@ -44,6 +44,7 @@ def time_fn(fn, args, reps: int = 5, target_s: float = 0.05) -> dict:
     for _ in range(reps):
         t = time.perf_counter()
         for _ in range(k):
+            out = None           # at most one result alive: a big one must fit twice otherwise
             out = fn(*args)
         jax.block_until_ready(out)
         ts.append((time.perf_counter() - t) / k)

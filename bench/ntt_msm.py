@@ -283,8 +283,9 @@ def main():
     ap.add_argument("--budget", type=int, default=None)
     ap.add_argument("--budget-gb", type=float, default=16.0)
     ap.add_argument("--reps", type=int, default=5)
-    ap.add_argument("--g2-fused-split", action="store_true",
-                    help="G2 sizes also with MSMConfig.fused_split (hypothesis 20), after the loop")
+    ap.add_argument("--g2-both", action="store_true",
+                    help="G2 sizes also with MSMConfig.fused_split flipped (hypothesis 20: "
+                         "the XLA step loop against two kernels per step)")
     ap.add_argument("--out", default=None)
     a = ap.parse_args()
     if a.ntt:
@@ -295,9 +296,10 @@ def main():
         bench_profile(a.profile, a.out, a.reps)
     if a.g2:
         bench_msm(G2, a.g2, a.out, a.reps)
-        if a.g2_fused_split:
-            cfg = dataclasses.replace(M.default_config(), fused_split=True)
-            bench_msm(G2, a.g2, a.out, a.reps, config=cfg)
+        if a.g2_both:
+            cfg = M.default_config()
+            bench_msm(G2, a.g2, a.out, a.reps,
+                      config=dataclasses.replace(cfg, fused_split=not cfg.fused_split))
     if a.budget is not None:
         bench_budget(a.budget, a.budget_gb, a.out)
 

@@ -28,7 +28,7 @@ FLOORS = {"ntt": lambda k: (1 << k) / 2 * k / 27.7e9,
           "msm_G1": lambda k: 16 * (1 << k) / 1.01e9,
           "msm_G2": lambda k: 16 * (1 << k) / 0.241e9}
 COLORS = {"ntt": "#1f77b4", "msm_G1": "#d62728", "msm_G2": "#2ca02c", "msm_G1_bits75": "#ff7f0e",
-          "msm_G2_fused_split": "#9467bd"}
+          "msm_G2_fused_split": "#9467bd", "msm_G1_budget": "#8c564b"}
 W, H, PAD = 760, 480, 60
 
 

@@ -41,8 +41,12 @@ device thread proves the previous batch: load (residency), satisfaction
 check, prove, verify-before-return (on by default, on the host CPU), encode.
 The device thread runs the best-ranked prepared batch, and waits for a more
 urgent one the host thread is about to build rather than run a prepared
-batch it outranks, so a WinningPoSt job waits for at most the batch already
-on the device.  A failing item
+batch it outranks.  **Preemption** (``preempt``, on by default): between
+the stages of a running proof (spmv, ntt, msm_g1, msm_g2, combine; each MSM
+in streaming mode) the device thread takes what the host thread has
+prepared and runs every batch that outranks the running one first, so a
+WinningPoSt job waits for one stage of a PoRep partition, not all of it;
+the paused proof's intermediates stay on the device meanwhile.  A failing item
 (bad input, unsatisfied witness, a proof that does not verify) fails its job
 only: a batch whose witness building raises is rebuilt item by item, and an
 unsatisfied instance is replaced by a satisfied one of the same batch before
@@ -56,7 +60,8 @@ use; tests of the scheduler and residency use a fast stand-in.
 
 Timings per job (seconds, summed over its batches): queue_wait (submission to
 first pickup), witness, load, check, the prover's stages (``groth16.prove``:
-spmv, ntt, msm_g1, msm_g2, combine; streaming: msm_a … msm_h) and their sum prove, verify,
+spmv, ntt, msm_g1, msm_g2, combine; streaming: msm_a … msm_h) and their sum prove (the
+time a proof spent paused for more urgent ones apart, as paused), verify,
 encode, total (submission
 to completion), and batch_sizes (the batch shape each partition was proved in).
 
@@ -74,6 +79,7 @@ import bisect
 import collections
 import dataclasses
 import enum
+import functools
 import logging
 import queue
 import random
@@ -426,9 +432,11 @@ class Prover(Protocol):
     def check(self, res: Resident, w) -> list:
         """Per instance: None if the witness satisfies the circuit, else why not."""
 
-    def prove(self, res: Resident, w, use: list, msm_budget_bytes: int | None):
+    def prove(self, res: Resident, w, use: list, msm_budget_bytes: int | None, on_stage=None):
         """(proof batch, public inputs per instance (lists of ints), timings)
-        for the instances where use[i]; the others are proved on a stand-in."""
+        for the instances where use[i]; the others are proved on a stand-in.
+        ``on_stage(stage)``, if given, is called between the proof's stages
+        (``groth16.prove``): the engine runs more urgent batches there."""
 
     def verify(self, res: Resident, public: list, proof) -> list: ...
 
@@ -529,7 +537,7 @@ class Groth16Prover:
         return [None if o else f"the witness does not satisfy the circuit (first failing row {r})"
                 for o, r in zip(np.asarray(ok).reshape(-1), np.asarray(first).reshape(-1))]
 
-    def prove(self, res, w, use, msm_budget_bytes):
+    def prove(self, res, w, use, msm_budget_bytes, on_stage=None):
         import jax.numpy as jnp
         import numpy as np
 
@@ -542,7 +550,7 @@ class Groth16Prover:
         cfg = None if msm_budget_bytes is None else \
             dataclasses.replace(M.default_config(), budget_bytes=msm_budget_bytes)
         proof, times = G.prove(res.pk, res.matrices, w, msm_config=cfg, domain=res.domain,
-                               positions=res.positions)
+                               positions=res.positions, on_stage=on_stage)
         pub = Fr.to_int(np.asarray(w[:, :, 1:res.matrices.num_inputs]))
         return proof, [[int(v) for v in row] for row in pub], times
 
@@ -623,14 +631,17 @@ class EngineConfig:
     budget_bytes: residency budget per worker (None: unbounded);
     msm_budget_bytes: streaming mode, the MSM working-set budget;
     verify: verify every proof before returning it; lookahead: batches
-    whose witnesses are built ahead of the device; max_finished: finished
-    jobs remembered for ``wait``."""
+    whose witnesses are built ahead of the device; preempt: between the
+    stages of a running proof, run prepared batches that outrank it (the
+    paused proof's intermediates stay on the device meanwhile);
+    max_finished: finished jobs remembered for ``wait``."""
     max_batch_size: int = 1
     max_batch_wait_s: float = 0.0
     budget_bytes: int | None = None
     msm_budget_bytes: int | None = None
     verify: bool = True
     lookahead: int = 1
+    preempt: bool = True
     max_finished: int = 100_000
 
 
@@ -669,7 +680,7 @@ class Engine:
         self._seq = 0
         self._residency = [Residency(config.budget_bytes) for _ in self.devices]
         self._load_locks = [threading.Lock() for _ in self.devices]
-        self._busy = [False] * len(self.devices)
+        self._busy = [0] * len(self.devices)         # batches running (nested: preemption)
         self._preparing = [None] * len(self.devices)     # rank of the batch the host builds
         self._threads: list[threading.Thread] = []
         self._accepting = True
@@ -805,7 +816,7 @@ class Engine:
                         for i, r in enumerate(self._residency) for e in r.entries(now)]
             return {
                 "devices": [{"worker": i, "device": str(d), "platform": d.platform,
-                             "kind": getattr(d, "device_kind", ""), "busy": self._busy[i]}
+                             "kind": getattr(d, "device_kind", ""), "busy": self._busy[i] > 0}
                             for i, d in enumerate(self.devices)],
                 "resident": resident,
                 "kinds": [{"kind": sp.kind, "sector_size": sp.sector_size,
@@ -962,60 +973,97 @@ class Engine:
             best = self._sched.best_rank()
             return any(r is not None and r < rank for r in (best, self._preparing[i]))
 
+    @staticmethod
+    def _receive(q, slots, ready: list, host_done: list, **get) -> bool:
+        """One batch (or the host thread's end) from q into ready; False if none came."""
+        try:
+            b = q.get(**get)
+        except queue.Empty:
+            return False
+        slots.release()
+        if b is None:
+            host_done[0] = True
+        else:
+            ready.append(b)
+        return True
+
     def _next_prepared(self, i, q, slots, ready: list, host_done: list):
         """The prepared batch to run next on worker i: the best-ranked of
         those received from the host thread (``ready``).  While fewer than
         ``lookahead`` + 1 are ready and a pending (or half-built) batch
         outranks them all, wait for it: a WinningPoSt job submitted after a
-        PoRep batch was prepared runs before that batch instead of after it
-        (the running batch is never interrupted).  None once the host thread
-        is done and nothing is ready."""
-        def receive(**get) -> bool:
-            """One batch (or the host thread's end) from q into ready; False if none came."""
-            try:
-                b = q.get(**get)
-            except queue.Empty:
-                return False
-            slots.release()
-            if b is None:
-                host_done[0] = True
-            else:
-                ready.append(b)
-            return True
-
+        PoRep batch was prepared runs before that batch instead of after it.
+        None once the host thread is done and nothing is ready."""
+        receive = functools.partial(self._receive, q, slots, ready, host_done)
         while True:
             while not host_done[0] and receive(block=not ready):
                 pass
             if not ready:
                 return None
-            best = min(ready, key=lambda b: min(it.rank for it in b.items))
-            rank = min(it.rank for it in best.items)
+            best = min(ready, key=_batch_rank)
+            rank = _batch_rank(best)
             if host_done[0] or len(ready) > self.config.lookahead or not self._outranked(i, rank):
                 ready.remove(best)
                 return best
             receive(timeout=0.02)                # poll: the urgent item may be cancelled meanwhile
 
+    def _yield_to_urgent(self, i, dev, q, slots, ready: list, host_done: list, rank):
+        """The interruption point between two stages of a running proof of
+        rank ``rank`` on worker i (``EngineConfig.preempt``): take what the
+        host thread has prepared (at most ``lookahead`` + 1 batches held, as
+        ``_next_prepared``, one more while waiting), wait while an item that
+        outranks the paused proof is pending or being built (polling, so a
+        cancellation ends the wait), and run every prepared batch that
+        outranks the paused one, to the end (they are not interrupted
+        themselves).  So a WinningPoSt job
+        waits for one stage of a running PoRep partition, not the whole
+        partition."""
+        receive = functools.partial(self._receive, q, slots, ready, host_done)
+        while True:
+            while not host_done[0] and len(ready) <= self.config.lookahead and receive(block=False):
+                pass
+            urgent = [b for b in ready if _batch_rank(b) < rank]
+            if urgent:
+                b = min(urgent, key=_batch_rank)
+                ready.remove(b)
+                self._run_guarded(i, dev, b, None)
+                continue
+            if host_done[0] or not self._outranked(i, rank):
+                return
+            # an outranking item is pending or being built: every batch taken from q frees
+            # the host thread to build the best-ranked pending item next, i.e. that one
+            receive(timeout=0.02)
+
     def _device_loop(self, i, dev, q, slots):
-        import jax
         ready, host_done = [], [False]
         while True:
             b = self._next_prepared(i, q, slots, ready, host_done)
             if b is None:
                 return
-            with self._lock:
-                self._busy[i] = True
-            try:
-                with jax.default_device(dev):
-                    self._run_batch(i, dev, b)
-            except Exception as e:  # noqa: BLE001 - the batch fails, the worker lives on
-                log.exception("batch of %s failed", b.spec.topology)
-                self._item_results(b.items, [None] * len(b.items),
-                                   [f"{type(e).__name__}: {e}"] * len(b.items), {}, None)
-            finally:
-                with self._cv:
-                    self._busy[i] = False
-                    self._in_flight -= 1
-                    self._cv.notify_all()
+            on_stage = None
+            if self.config.preempt:
+                rank = _batch_rank(b)
+                on_stage = lambda stage, rank=rank: self._yield_to_urgent(   # noqa: E731
+                    i, dev, q, slots, ready, host_done, rank)
+            self._run_guarded(i, dev, b, on_stage)
+
+    def _run_guarded(self, i, dev, b: _Batch, on_stage):
+        """Run one batch on worker i; a failure fails its items only."""
+        import jax
+        with self._lock:
+            self._busy[i] += 1
+        try:
+            with jax.default_device(dev):
+                self._run_batch(i, dev, b, on_stage)
+        except Exception as e:  # noqa: BLE001 - the batch fails, the worker lives on
+            log.exception("batch of %s failed", b.spec.topology)
+            self._item_results(b.items, [None] * len(b.items),
+                               [f"{type(e).__name__}: {e}"] * len(b.items), {}, None)
+        finally:
+            with self._cv:
+                self._busy[i] -= 1
+                self._in_flight -= 1
+                self._cv.notify_all()
 
     def _resident(self, i, dev, spec):
         """(key, Resident) of spec's topology on worker i, pinned, and the load seconds."""
@@ -1039,7 +1087,7 @@ class Engine:
         with self._lock:
             self._residency[i].unpin(key)
 
-    def _run_batch(self, i, dev, b: _Batch):
+    def _run_batch(self, i, dev, b: _Batch, on_stage=None):
         errors = list(b.errors)
         n = len(b.items)
         with self._lock:
@@ -1061,8 +1109,9 @@ class Engine:
             if not any(use):
                 return self._item_results(b.items, [None] * n, errors, times, None)
             use += [False] * (size - n)
+            kw = {} if on_stage is None else {"on_stage": on_stage}
             proof, public, ptimes = self.prover.prove(res, b.w, use,
-                                                      self.config.msm_budget_bytes)
+                                                      self.config.msm_budget_bytes, **kw)
             times.update({k: v for k, v in ptimes.items() if k != "total"})
             times["prove"] = ptimes.get("total", sum(ptimes.values()))
             if self.config.verify:
@@ -1134,6 +1183,11 @@ class Engine:
                 self._finished.popitem(last=False)
             self._cv.notify_all()
         job.done.set()
+
+
+def _batch_rank(b: _Batch):
+    """A prepared batch's rank: its best item's."""
+    return min(it.rank for it in b.items)
 
 
 def _assemble(ws, fill, size):

@@ -38,7 +38,7 @@ import math
 import random
 import secrets
 import time
-from typing import NamedTuple
+from typing import Callable, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -301,7 +301,8 @@ def msm_positions(matrices: pce.Matrices) -> MSMPositions:
 
 def prove(pk: ProvingKey, matrices: pce.Matrices, w, seed: int | None = None,
           msm_config: M.MSMConfig | None = None, domain: N.Domain | None = None,
-          positions: MSMPositions | None = None):
+          positions: MSMPositions | None = None,
+          on_stage: Callable[[str], None] | None = None):
     """Proofs for a batch of witnesses w ``(8, *batch, n_vars)`` (Fr, bellperson
     order, w[..., 0] = 1) -> (Proof with batch shape ``batch``, timings dict in
     seconds per stage: spmv, ntt, msm_g1 and msm_g2 (the merged MSMs; with
@@ -318,7 +319,12 @@ def prove(pk: ProvingKey, matrices: pce.Matrices, w, seed: int | None = None,
     multiplication.  ``domain``
     (``ops.ntt.domain`` of the circuit's size) and ``positions``
     (``msm_positions(matrices)``) may be passed to keep them resident between
-    proofs."""
+    proofs.
+
+    ``on_stage(stage)`` is called after each stage has finished on the
+    device: an interruption point (the engine runs a more urgent proof
+    there).  The time spent inside it is left out of the stage times and
+    of total, and reported as ``paused``."""
     pce._check_witness(matrices, w)
     batch = w.shape[1:-1]
     if pk.a.shape[-1] != matrices.num_vars:
@@ -332,12 +338,18 @@ def prove(pk: ProvingKey, matrices: pce.Matrices, w, seed: int | None = None,
     times = {}
     t0 = t = time.perf_counter()
 
+    paused = 0.0
+
     def lap(name, x):
-        nonlocal t
+        nonlocal t, paused
         jax.block_until_ready(x)
         now = time.perf_counter()
         times[name] = now - t
         t = now
+        if on_stage is not None:
+            on_stage(name)
+            t = time.perf_counter()
+            paused += t - now
         return x
 
     a, b, c = lap("spmv", pce.evaluate(matrices, w))
@@ -352,7 +364,9 @@ def prove(pk: ProvingKey, matrices: pce.Matrices, w, seed: int | None = None,
     r, s = _blinding(batch, seed)
     proof = prove_msms(pk, w, h, matrices.num_inputs, positions or msm_positions(matrices), r, s,
                        msm_config, lap)
-    times["total"] = time.perf_counter() - t0
+    times["total"] = time.perf_counter() - t0 - paused
+    if paused:
+        times["paused"] = paused
     return proof, times
 
 

@@ -149,7 +149,7 @@ class StandInProver:
     def check(self, res, w):
         return [None] * w.shape[1]
 
-    def prove(self, res, w, use, msm_budget):
+    def prove(self, res, w, use, msm_budget, on_stage=None):
         self.msm_budgets.add(msm_budget)
         time.sleep(self.delay)
         pub = Fr.to_int(np.asarray(w[:, :, 1:res.matrices]))

@@ -156,7 +156,7 @@ class ToyProver:
     def check(self, res, w):
         return [None if v >= 0 else "unsatisfied witness" for v in np.asarray(w)[0]]
 
-    def prove(self, res, w, use, msm_budget_bytes):
+    def prove(self, res, w, use, msm_budget_bytes, on_stage=None):
         t0 = time.perf_counter()
         self.proving.set()
         if self.gate is not None:
@@ -488,7 +488,7 @@ def test_engine_overlaps_witness_building_with_proving():
         return spec.witness(parts)
 
     class Timed(ToyProver):
-        def prove(self, res, w, use, m):
+        def prove(self, res, w, use, m, on_stage=None):
             v = int(np.asarray(w)[0][0])
             events.append(("prove-start", v, time.monotonic()))
             out = super().prove(res, w, use, m)
@@ -504,6 +504,87 @@ def test_engine_overlaps_witness_building_with_proving():
     t = {(kind, v): ts for kind, v, ts in events}
     for v in (2, 3):     # built while the previous batch was being proved
         assert t[("prove-start", v - 1)] < t[("witness", v)] < t[("prove-end", v - 1)]
+
+
+class Staged(ToyProver):
+    """A prover whose proof of value 1 has an interruption point (``on_stage``)
+    after its first stage; records when each proof starts and ends."""
+
+    def __init__(self, **kw):
+        super().__init__(**kw)
+        self.order = []
+
+    def prove(self, res, w, use, m, on_stage=None):
+        v = int(np.asarray(w)[0][0])
+        self.order.append(("start", v))
+        if v == 1:
+            self.proving.set()
+            assert self.gate.wait(20), "test gate never opened"
+            if on_stage is not None:
+                on_stage("spmv")
+        out = super().prove(res, w, use, m)
+        self.order.append(("end", v))
+        return out
+
+
+@pytest.mark.parametrize("preempt", [True, False])
+def test_urgent_job_preempts_a_running_proof(preempt):
+    """A WinningPoSt job submitted while a PoRep proof is on the device runs at
+    that proof's next stage boundary, before it ends (``preempt``); without
+    preemption, after it."""
+    built = threading.Event()
+    spec = toy_spec("winning-post", "winning-t", P.CRITICAL)
+
+    def witness(parts):
+        out = spec.witness(parts)
+        built.set()
+        return out
+
+    prover = Staged(gate=threading.Event())
+    reg = E.Registry([toy_spec("porep", "porep-t"), dataclasses.replace(spec, witness=witness)])
+    eng = E.Engine(reg, E.EngineConfig(preempt=preempt), prover, devices=jax.devices()[:1]).start()
+    slow = eng.submit("porep", 1, {"values": [1]})
+    assert prover.proving.wait(10)                      # the PoRep proof is on the device
+    urgent = eng.submit("winning-post", 1, {"values": [5]})
+    assert built.wait(10)                               # and the urgent one is prepared
+    prover.gate.set()
+    assert all(_done(eng, j).status == "done" for j in (slow, urgent))
+    eng.shutdown()
+    if preempt:
+        assert prover.order == [("start", 1), ("start", 5), ("end", 5), ("end", 1)]
+    else:
+        assert prover.order == [("start", 1), ("end", 1), ("start", 5), ("end", 5)]
+    assert eng.status()["devices"][0]["busy"] is False
+
+
+def test_preemption_takes_the_prepared_batch_to_reach_the_urgent_one():
+    """With the next PoRep batch already prepared (the host thread holds no free
+    slot), the interruption point takes it, so the host thread builds the
+    urgent batch, waits for it and runs it before the paused proof ends."""
+    built = threading.Event()
+    spec = toy_spec("porep", "porep-t")
+
+    def witness(parts):
+        out = spec.witness(parts)
+        if parts[0] == 2:
+            built.set()
+        return out
+
+    prover = Staged(gate=threading.Event())
+    reg = E.Registry([dataclasses.replace(spec, witness=witness),
+                      toy_spec("winning-post", "winning-t", P.CRITICAL)])
+    eng = E.Engine(reg, E.EngineConfig(), prover, devices=jax.devices()[:1]).start()
+    jobs = [eng.submit("porep", 1, {"values": [1]})]
+    assert prover.proving.wait(10)
+    jobs.append(eng.submit("porep", 1, {"values": [2]}))
+    assert built.wait(10)                               # batch [2] is prepared, waiting
+    time.sleep(0.05)
+    jobs.append(eng.submit("winning-post", 1, {"values": [5]}))
+    prover.gate.set()
+    assert all(_done(eng, j).status == "done" for j in jobs)
+    eng.shutdown()
+    assert prover.order == [("start", 1), ("start", 5), ("end", 5), ("end", 1),
+                            ("start", 2), ("end", 2)]
 
 
 def test_urgent_job_overtakes_an_already_prepared_batch():

@@ -176,7 +176,7 @@ class CheckingProver:
     def _proof(pub):
         return (hashlib.sha256(repr(pub).encode()).digest() * 6)[:192]
 
-    def prove(self, res, w, use, msm_budget_bytes):
+    def prove(self, res, w, use, msm_budget_bytes, on_stage=None):
         from ops.field import Fr
         pub = Fr.to_int(np.asarray(w)[:, :, 1:res.matrices.num_inputs])
         public = [[int(v) for v in row] for row in pub]

@@ -3,6 +3,7 @@ verify with our pairing, and an independent pairing check with py_ecc."""
 from __future__ import annotations
 
 import random
+import time
 
 import jax
 import jax.numpy as jnp
@@ -97,10 +98,24 @@ def test_tampering_is_rejected(circuit):
 
 
 def test_blinding_gives_fresh_proofs(circuit):
+    """CSPRNG blinding gives a fresh proof; and ``on_stage`` is called after
+    every stage, with the time spent in it left out of total (``paused``)."""
     r1cs, w, pk, vk, proof, _, ys = circuit
-    again, _ = G.prove(pk, pce.extract(r1cs), w)         # CSPRNG blinding
+    stages = []
+
+    def on_stage(name):
+        stages.append(name)
+        if name == "ntt":
+            time.sleep(0.3)                             # a more urgent proof runs here
+
+    t = time.perf_counter()
+    again, times = G.prove(pk, pce.extract(r1cs), w, on_stage=on_stage)
+    wall = time.perf_counter() - t
     assert not np.array_equal(np.asarray(again.a), np.asarray(proof.a))
     assert np.all(np.asarray(G.verify(vk, ys, again)))
+    assert stages[:2] == ["spmv", "ntt"] and stages[-1] == "combine"
+    assert set(stages) <= {"spmv", "ntt", "msm_g1", "msm_g2", "combine"}
+    assert times["paused"] >= 0.3 and times["total"] <= wall - 0.3 + 1e-3
 
 
 def test_bad_input(circuit):

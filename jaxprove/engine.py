@@ -38,7 +38,10 @@ and the working sets.
 pair of threads: a host thread takes the next batch from the shared
 scheduler and builds its witnesses (``lookahead`` batches ahead), while the
 device thread proves the previous batch: load (residency), satisfaction
-check, prove, verify-before-return (on by default, on the host CPU), encode.
+check, prove; a third, finishing thread takes the proved batches (most
+urgent first) through verify-before-return (on by default, on the host CPU;
+~0.5 s per batch there) and encoding, so the device proves the next batch
+meanwhile.
 The device thread runs the best-ranked prepared batch, and waits for a more
 urgent one the host thread is about to build rather than run a prepared
 batch it outranks.  **Preemption** (``preempt``, on by default): between
@@ -80,6 +83,7 @@ import collections
 import dataclasses
 import enum
 import functools
+import itertools
 import logging
 import queue
 import random
@@ -438,7 +442,10 @@ class Prover(Protocol):
         ``on_stage(stage)``, if given, is called between the proof's stages
         (``groth16.prove``): the engine runs more urgent batches there."""
 
-    def verify(self, res: Resident, public: list, proof) -> list: ...
+    def verify(self, res: Resident, public: list, proof) -> list:
+        """Per instance: whether its proof verifies.  ``res`` holds the
+        verifying key only (pk, matrices, domain, positions are None): the
+        engine verifies on its finishing thread while the device proves on."""
 
     def encode(self, proof) -> list: ...
 
@@ -649,6 +656,18 @@ class EngineConfig:
 STAGE_BUCKETS = (0.01, 0.03, 0.1, 0.3, 1.0, 3.0, 10.0, 30.0, 100.0, 300.0, 1000.0)
 
 
+class _Proved(NamedTuple):
+    """A proved batch on its way to the finishing thread."""
+    items: list
+    res: Any                 # the Resident with its verifying key only
+    proof: Any
+    public: list
+    use: list
+    errors: list
+    times: dict
+    size: int
+
+
 class _Batch(NamedTuple):
     items: list               # WorkItems
     spec: CircuitSpec
@@ -682,6 +701,10 @@ class Engine:
         self._load_locks = [threading.Lock() for _ in self.devices]
         self._busy = [0] * len(self.devices)         # batches running (nested: preemption)
         self._preparing = [None] * len(self.devices)     # rank of the batch the host builds
+        # per worker: proved batches awaiting self-check and results, (0, rank, seq, _Proved)
+        # most urgent first, then (1, 0, seq, None) when the device thread ends
+        self._finishing = [queue.PriorityQueue() for _ in self.devices]
+        self._seq_finish = itertools.count()
         self._threads: list[threading.Thread] = []
         self._accepting = True
         self._stopping = False
@@ -704,6 +727,10 @@ class Engine:
                                      name=f"jaxprove-{name}-{i}")
                 t.start()
                 self._threads.append(t)
+            t = threading.Thread(target=self._finish_loop, args=(i,), daemon=True,
+                                 name=f"jaxprove-finish-{i}")
+            t.start()
+            self._threads.append(t)
         return self
 
     def submit(self, kind: str, sector_size: int, inputs, priority=None,
@@ -1039,6 +1066,7 @@ class Engine:
         while True:
             b = self._next_prepared(i, q, slots, ready, host_done)
             if b is None:
+                self._finishing[i].put((1, 0, next(self._seq_finish), None))
                 return
             on_stage = None
             if self.config.preempt:
@@ -1052,9 +1080,10 @@ class Engine:
         import jax
         with self._lock:
             self._busy[i] += 1
+        handed = False
         try:
             with jax.default_device(dev):
-                self._run_batch(i, dev, b, on_stage)
+                handed = self._run_batch(i, dev, b, on_stage)
         except Exception as e:  # noqa: BLE001 - the batch fails, the worker lives on
             log.exception("batch of %s failed", b.spec.topology)
             self._item_results(b.items, [None] * len(b.items),
@@ -1062,7 +1091,8 @@ class Engine:
         finally:
             with self._cv:
                 self._busy[i] -= 1
-                self._in_flight -= 1
+                if not handed:                   # else the finishing thread counts it out
+                    self._in_flight -= 1
                 self._cv.notify_all()
 
     def _resident(self, i, dev, spec):
@@ -1087,7 +1117,11 @@ class Engine:
         with self._lock:
             self._residency[i].unpin(key)
 
-    def _run_batch(self, i, dev, b: _Batch, on_stage=None):
+    def _run_batch(self, i, dev, b: _Batch, on_stage=None) -> bool:
+        """Load, check and prove batch b on worker i; the proofs go to the
+        worker's finishing thread (self-check, encoding, results), so the
+        device is free for the next batch meanwhile.  True once handed over;
+        False if the batch ended here (nothing to prove)."""
         errors = list(b.errors)
         n = len(b.items)
         with self._lock:
@@ -1095,7 +1129,8 @@ class Engine:
                     for it in b.items]
         times = {"witness": b.witness_s}
         if b.w is None or not any(live):
-            return self._item_results(b.items, [None] * n, errors, times, None)
+            self._item_results(b.items, [None] * n, errors, times, None)
+            return False
         key, res, times["load"] = self._resident(i, dev, b.spec)
         try:
             t = time.perf_counter()
@@ -1107,27 +1142,55 @@ class Engine:
                     errors[k] = checked[k]
             use = [errors[k] is None and live[k] for k in range(n)]
             if not any(use):
-                return self._item_results(b.items, [None] * n, errors, times, None)
+                self._item_results(b.items, [None] * n, errors, times, None)
+                return False
             use += [False] * (size - n)
             kw = {} if on_stage is None else {"on_stage": on_stage}
             proof, public, ptimes = self.prover.prove(res, b.w, use,
                                                       self.config.msm_budget_bytes, **kw)
             times.update({k: v for k, v in ptimes.items() if k != "total"})
             times["prove"] = ptimes.get("total", sum(ptimes.values()))
-            if self.config.verify:
-                t = time.perf_counter()
-                ok = self.prover.verify(res, public, proof)
-                times["verify"] = time.perf_counter() - t
-                for k in range(n):
-                    if use[k] and not ok[k]:
-                        errors[k] = "the proof did not verify (self-check before return)"
-            t = time.perf_counter()
-            encoded = self.prover.encode(proof)
-            times["encode"] = time.perf_counter() - t
         finally:
             self._unpin(i, key)
-        self._item_results(b.items, [(encoded[k], public[k]) for k in range(n)], errors, times,
-                           size)
+        # the finishing thread keeps the verifying key only: an evicted proving key is freed
+        vk_only = res._replace(pk=None, matrices=None, domain=None, positions=None)
+        self._finishing[i].put((0, _batch_rank(b), next(self._seq_finish),
+                                _Proved(b.items, vk_only, proof, public, use, errors, times, size)))
+        return True
+
+    def _finish_loop(self, i):
+        """Worker i's finishing thread: proved batches, most urgent first ->
+        verify-before-return (``EngineConfig.verify``), encode, results."""
+        fq = self._finishing[i]
+        while True:
+            _, _, _, d = fq.get()
+            if d is None:
+                return
+            try:
+                self._complete(d)
+            except Exception as e:  # noqa: BLE001 - the batch fails, the worker lives on
+                log.exception("finishing a batch failed")
+                self._item_results(d.items, [None] * len(d.items),
+                                   [f"{type(e).__name__}: {e}"] * len(d.items), d.times, None)
+            finally:
+                with self._cv:
+                    self._in_flight -= 1
+                    self._cv.notify_all()
+
+    def _complete(self, d: "_Proved"):
+        errors, times, n = list(d.errors), dict(d.times), len(d.items)
+        if self.config.verify:
+            t = time.perf_counter()
+            ok = self.prover.verify(d.res, d.public, d.proof)
+            times["verify"] = time.perf_counter() - t
+            for k in range(n):
+                if d.use[k] and not ok[k]:
+                    errors[k] = "the proof did not verify (self-check before return)"
+        t = time.perf_counter()
+        encoded = self.prover.encode(d.proof)
+        times["encode"] = time.perf_counter() - t
+        self._item_results(d.items, [(encoded[k], d.public[k]) for k in range(n)], errors, times,
+                           d.size)
 
     def _item_results(self, items, outs, errors, times, size):
         finished = []

@@ -169,7 +169,7 @@ class ToyProver:
         return proofs, [[v] for v in vals], {"msm_a": 0.001, "total": time.perf_counter() - t0}
 
     def verify(self, res, public, proof):
-        return [p == toy_proof(res.pk, x[0]) for p, x in zip(proof, public)]
+        return [p == toy_proof(res.vk, x[0]) for p, x in zip(proof, public)]
 
     def encode(self, proof):
         return list(proof)
@@ -585,6 +585,32 @@ def test_preemption_takes_the_prepared_batch_to_reach_the_urgent_one():
     eng.shutdown()
     assert prover.order == [("start", 1), ("start", 5), ("end", 5), ("end", 1),
                             ("start", 2), ("end", 2)]
+
+
+def test_verification_runs_beside_the_next_proof():
+    """The self-check of batch k runs on the finishing thread while batch k+1
+    is proved: the device thread does not wait for the (host CPU) pairing."""
+    events = []
+
+    class SlowVerify(ToyProver):
+        def prove(self, res, w, use, m, on_stage=None):
+            events.append(("prove", int(np.asarray(w)[0][0]), time.monotonic()))
+            return super().prove(res, w, use, m)
+
+        def verify(self, res, public, proof):
+            events.append(("verify-start", public[0][0], time.monotonic()))
+            time.sleep(0.3)
+            out = super().verify(res, public, proof)
+            events.append(("verify-end", public[0][0], time.monotonic()))
+            return out
+
+    eng = make_engine(SlowVerify()).start()
+    jobs = [eng.submit("porep", 1, {"values": [v]}) for v in (1, 2)]
+    assert all(_done(eng, j).status == "done" for j in jobs)
+    eng.shutdown()
+    t = {(kind, v): ts for kind, v, ts in events}
+    assert t[("prove", 2)] < t[("verify-end", 1)]
+    assert eng.status()["in_flight_batches"] == 0
 
 
 def test_urgent_job_overtakes_an_already_prepared_batch():

@@ -12,8 +12,9 @@ directly).  So off the GPU a formula is not traced into XLA at all.  Instead:
 2. Registers are allocated by liveness (a linear scan), so the register file
    stays small even for programs of 10⁵ instructions.
 3. ``run`` executes the program with ONE ``lax.fori_loop`` whose body is a
-   ``lax.switch`` over the dozen instruction kinds, each a limb-list function
-   from ``ops.limbs`` applied to whole ``(L, N)`` registers.
+   ``lax.switch`` over the dozen instruction kinds, each applied to whole
+   ``(L, N)`` registers; the arithmetic kinds are written for XLA:CPU's fusion
+   (lazy uint64 columns, see ``_mont_mul``), the rest reuse ``ops.limbs``.
 
 The compiled XLA program is therefore the same small interpreter for every
 formula of a field (compile ≈ 1–2 s), and the program is data.
@@ -221,32 +222,94 @@ def compile_program(rec: Recorder, inputs: list, outputs: list) -> Program:
                    tuple((phys[vid], m) for vid, m in rec.const_vals))
 
 
+# ---------------------------------------------------------------- CPU arithmetic
+# XLA:CPU evaluates every element of a fusion's output on its own and fuses a
+# cheap producer into *each* consumer (no multi-output fusion), so limb code
+# written as carry chains over rows (ops.limbs, right for one GPU thread per
+# lane) makes every output limb recompute the whole chain: a 12-limb Montgomery
+# product became ~31,000 fused ops per lane (12 outputs x the full CIOS).  The
+# branches below are shaped for that compiler instead: columns are kept *lazy*
+# (uint64 sums whose carries are not propagated, so each column is independent),
+# and the few values many outputs share are stored once by ``_keep``.
+
+def _keep(v):
+    """v, computed once and stored.  XLA:CPU duplicates cheap producers into
+    every consumer but never a reduce (``InstructionFusion::IsExpensive``), so a
+    2-way sum with zero is a fusion boundary that costs one pass over v.
+    (``lax.optimization_barrier`` is dropped before fusion on the CPU.)"""
+    return jnp.sum(jnp.stack([v, jnp.zeros_like(v)]), axis=0, dtype=v.dtype)
+
+
+def _canon(T, p):
+    """Lazy columns -> canonical limbs.
+
+    T: (L, N) int64 with t = sum_j T_j 2^(32j) in [0, 2p) (columns may exceed
+    32 bits or be negative); returns t mod p as (L, N) uint32.  With
+    P' = 2^(32L) - p, t >= p iff t + P' carries out of 2^(32L); both carry
+    chains (of T and of T + P') are propagated one limb at a time into stored
+    (2, N) rows, then every limb takes its carry from the chain q selects."""
+    L = len(p)
+    pn = to_limbs((1 << (32 * L)) - sum(v << (32 * j) for j, v in enumerate(p)), L)
+    add = jnp.asarray(np.stack([np.zeros(L, np.int64), np.array(pn, np.int64)], 1))[:, :, None]
+    cin = [jnp.zeros((2,) + T.shape[1:], jnp.int64)]          # carry into limb k: (T, T + P')
+    for k in range(L - 1):
+        cin.append(_keep((T[k] + add[k] + cin[-1]) >> 32))
+    q = ((T[L - 1] + add[L - 1, 1] + cin[-1][1]) >> 32) != 0  # t >= p
+    C = jnp.stack(cin)                                        # (L, 2, N)
+    out = T + jnp.where(q, add[:, 1], add[:, 0]) + jnp.where(q, C[:, 1], C[:, 0])
+    return (out & jnp.int64(0xFFFFFFFF)).astype(jnp.uint32)
+
+
+def _mont_mul(x, y, p, n0: int):
+    """x·y·R⁻¹ mod p for canonical (L, N) uint32 x, y: CIOS over the limbs of y
+    with lazy columns.  Step i: T <- (T + x·y_i + m·p) / 2^32 with
+    m = (T_0 + lo(x_0 y_i))·n0 mod 2^32; every product's low word goes to its
+    column and its high word to the next one, only column 0's carry moves (it
+    is exactly divisible), so each stored column is a sum of <= 4 words per
+    step (< 2^38 after L steps).  The result (< 2p) is then ``_canon``-ed."""
+    L, n = x.shape
+    u64, mask = jnp.uint64, 0xFFFFFFFF
+    a = x.astype(u64)
+    pc = jnp.asarray(np.array(p, np.uint64))[:, None]                 # (L, 1)
+    zrow = jnp.zeros((1, n), u64)
+    a_up = jnp.concatenate([a[1:], zrow])                             # a_(j+1)
+    p_up = jnp.concatenate([pc[1:], jnp.zeros((1, 1), u64)])          # p_(j+1)
+    first = jnp.asarray(np.arange(L) == 0)[:, None]
+    T = None
+    for i in range(L):
+        b = y[i].astype(u64)
+        t0 = (a[0] * b) & mask if T is None else T[0] + ((a[0] * b) & mask)
+        m = _keep(((t0 & mask) * u64(n0)) & mask)
+        c0 = (t0 + ((m * pc[0]) & mask)) >> 32
+        new = (jnp.where(first, c0, u64(0)) + ((a_up * b) & mask) + ((a * b) >> 32)
+               + ((p_up * m) & mask) + ((pc * m) >> 32))
+        if T is not None:
+            new = new + jnp.concatenate([T[1:], zrow])
+        T = _keep(new)
+    return _canon(T.astype(jnp.int64), p)
+
+
 def _branches(base):
     """One function per instruction kind: (x, y, z, imm) -> (L, N) register.
 
-    The CPU always uses unrolled carry chains: on XLA:CPU a rolled chain
-    rotates whole rows through the loop carry, i.e. copies them (measured 4x
-    slower additions at 2^16), and the interpreter is compiled once per field
-    anyway, so the longer code costs little.  Likewise the inner loop of the
-    multiplication is always unrolled here, whatever the GPU kernels use
-    (G2 and the Fq12 tower roll it to keep Triton compiles short; on the CPU
-    rolled it made the pairing ~7x slower)."""
-    base = dataclasses.replace(base, unroll=dataclasses.replace(base.unroll, chains=True, mul=False,
-                                                                inner=True))
+    MUL, ADD, SUB and NEG are the lazy-column forms above (ADD: t = x + y,
+    SUB: t = x - y + p, NEG: t = p - x, each in [0, 2p), then ``_canon``); the
+    predicates use the unrolled limb code of ``ops.limbs`` (one output row,
+    nothing to duplicate)."""
     L, pl = base.L, base.pl
-    rolled = not base.unroll.chains
     rows = lambda x: [x[i] for i in range(L)]
-    stack = lambda r: jnp.stack(r)
+    i64 = lambda v: v.astype(jnp.int64)
+    pcol = jnp.asarray(np.array(pl, np.int64))[:, None]
 
     def flag(b):
         z = jnp.zeros((L - 1,) + b.shape, jnp.uint32)
         return jnp.concatenate([b.astype(jnp.uint32)[None], z])
 
     return [
-        lambda x, y, z, i: stack(base.mul(rows(x), rows(y))),                     # MUL
-        lambda x, y, z, i: stack(base.add(rows(x), rows(y))),                     # ADD
-        lambda x, y, z, i: stack(base.sub(rows(x), rows(y))),                     # SUB
-        lambda x, y, z, i: stack(base.neg(rows(x))),                              # NEG
+        lambda x, y, z, i: _mont_mul(x, y, pl, base.n0),                         # MUL
+        lambda x, y, z, i: _canon(i64(x) + i64(y), pl),                           # ADD
+        lambda x, y, z, i: _canon(i64(x) - i64(y) + pcol, pl),                    # SUB
+        lambda x, y, z, i: _canon(pcol - i64(x), pl),                             # NEG
         lambda x, y, z, i: jnp.where(z[0] != 0, x, y),                            # SEL
         lambda x, y, z, i: flag(limbs.is_zero(rows(x))),                          # ISZERO
         lambda x, y, z, i: flag(limbs.eq(rows(x), rows(y))),                      # EQ
@@ -255,7 +318,7 @@ def _branches(base):
         lambda x, y, z, i: flag(x[0] == 0),                                       # NOT
         lambda x, y, z, i: flag(((lax.dynamic_index_in_dim(x, i >> 5, 0, False)
                                   >> (i & 31).astype(jnp.uint32)) & u32(1)) != 0),  # BIT
-        lambda x, y, z, i: flag(limbs.sub_raw(rows(x), list(pl), rolled)[1] != 0),  # LTP
+        lambda x, y, z, i: flag(limbs.sub_raw(rows(x), list(pl), False)[1] != 0),   # LTP
     ]
 
 

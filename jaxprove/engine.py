@@ -30,9 +30,10 @@ idle is evicted first).  **Streaming mode**: ``msm_budget_bytes`` is passed
 to every MSM (``ops.msm.MSMConfig.budget_bytes``) so each MSM's working set
 is bounded and its bases are processed in chunks; with
 ``Groth16Prover(keys_in_host_memory=True)`` the proving key's point vectors
-stay in host memory and only the chunks travel (``groth16.prove`` keeps
-host bases on the host), so the device holds the matrices, the NTT domain
-and the working sets.
+stay in host memory, split once by the circuit's MSM positions
+(``groth16.streaming_key``: no host gathers per proof), and only the chunks
+travel, so the device holds the matrices, the NTT domain and the working
+sets.
 
 **Pipeline.**  One worker per device (``jax.devices()`` by default), each a
 pair of threads: a host thread takes the next batch from the shared
@@ -527,11 +528,12 @@ class Groth16Prover:
         if pk.a.shape[-1] != m.num_vars or vk.ic.shape[-1] != m.num_inputs:
             raise ValueError(f"proving key {key_name(spec.topology)!r} does not fit circuit "
                              f"{spec.topology} ({pk.a.shape[-1]} vs {m.num_vars} variables)")
-        if self.keys_in_host_memory:
-            pk = pk._replace(**{f: np.asarray(getattr(pk, f)) for f in ("a", "b_g1", "b_g2", "l", "h")})
         with jax.default_device(device):
             dom = N.domain(G.domain_log(m.rows))
             pos = G.msm_positions(m)
+        if self.keys_in_host_memory:     # host vectors, split once by the MSM positions
+            pk = G.streaming_key(pk._replace(**{f: np.asarray(getattr(pk, f))
+                                                for f in ("a", "b_g1", "b_g2", "l", "h")}), pos)
         nbytes = sum(int(x.nbytes) for x in jax.tree.leaves((pk, vk, m, dom, pos))
                      if isinstance(x, jax.Array))
         return Resident(pk, vk, m, nbytes, dom, pos)

@@ -327,8 +327,8 @@ def prove(pk: ProvingKey, matrices: pce.Matrices, w, seed: int | None = None,
     of total, and reported as ``paused``."""
     pce._check_witness(matrices, w)
     batch = w.shape[1:-1]
-    if pk.a.shape[-1] != matrices.num_vars:
-        raise ValueError(f"prove: key for {pk.a.shape[-1]} variables, circuit has {matrices.num_vars}")
+    if _n_vars(pk) != matrices.num_vars:
+        raise ValueError(f"prove: key for {_n_vars(pk)} variables, circuit has {matrices.num_vars}")
     log_m = domain_log(matrices.rows)
     m = 1 << log_m
     if pk.h.shape[-1] != m - 1:
@@ -389,7 +389,8 @@ def prove_msms(pk: ProvingKey, w, h, num_inputs: int, positions: MSMPositions, r
     budget (``ops.msm.msm_split``; stages msm_a, msm_b_g1, msm_b_g2, msm_l,
     msm_h)."""
     batch = w.shape[1:-1]
-    streaming = any(isinstance(x, np.ndarray) for x in (pk.a, pk.b_g1, pk.b_g2, pk.l, pk.h))
+    streaming = any(isinstance(x, (np.ndarray, M.SplitBases))
+                    for x in (pk.a, pk.b_g1, pk.b_g2, pk.l, pk.h))
     fixed = tuple(jnp.asarray(x) for x in (pk.alpha_g1, pk.beta_g1, pk.beta_g2, pk.delta_g1))
     budget = msm_config.budget_bytes if msm_config is not None else None
     if budget is None and not streaming:
@@ -413,17 +414,29 @@ def prove_msms(pk: ProvingKey, w, h, num_inputs: int, positions: MSMPositions, r
         msm_b2 = jnp.take(g2, 0, axis=len(G2.proj))
         return lap("combine", _combine(fixed, msm_a, msm_b1, msm_b2, msm_l, msm_h, r, s))
 
-    # the per-MSM path appends δ to A and B (host positions: the streaming path, rarely hot)
+    def split(curve, bases, scalars, positions, size=None):
+        return M.msm_split(curve, bases, scalars, positions, msm_config, size)
+
+    if isinstance(pk.a, M.SplitBases):            # split once by streaming_key: no host gathers
+        pv = positions.vars
+        n = pk.a.n - 1                                               # δ is the last dense base
+        pos_d = M.Positions(jnp.concatenate([jnp.asarray(pv.dense), jnp.full((1,), n, jnp.int32)]),
+                            jnp.asarray(pv.bits))
+        sr, ss = _append_scalar(w, r, batch), _append_scalar(w, s, batch)
+        msm_a = lap("msm_a", split(G1, pk.a, sr, pos_d))
+        msm_b1 = lap("msm_b_g1", split(G1, pk.b_g1, ss, pos_d))
+        msm_b2 = lap("msm_b_g2", split(G2, pk.b_g2, ss, pos_d))
+        msm_l = lap("msm_l", split(G1, pk.l, w[..., num_inputs:], positions.aux))
+        size_h = _streaming_sizes(pk, pv.bits.shape[0], positions.aux.bits.shape[0])[2]
+        msm_h = lap("msm_h", split(G1, pk.h, h, [], size_h))
+        return lap("combine", _combine(fixed, msm_a, msm_b1, msm_b2, msm_l, msm_h, r, s))
+
+    # the per-MSM path appends δ to A and B (host positions and gathers; see streaming_key)
     bits, bits_l = (np.asarray(p.bits) for p in positions)
     with_delta = functools.partial(_append, batch=batch)     # the blinding base at position n_vars
     # G1 Pippenger sizes (A/B1 dense part + δ, L dense part, H): sizes within a factor of 4
     # of the largest are padded to it, so they share one compiled program
-    sizes = [pk.a.shape[-1] + 1 - len(bits), pk.l.shape[-1] - len(bits_l), pk.h.shape[-1]]
-    top = 1 << (max(sizes) - 1).bit_length()
-    common = [top if 4 * x >= top or x == 0 else None for x in sizes]
-
-    def split(curve, bases, scalars, positions, size=None):
-        return M.msm_split(curve, bases, scalars, positions, msm_config, size)
+    common = _streaming_sizes(pk, len(bits), len(bits_l))
 
     msm_a = lap("msm_a", split(G1, *with_delta(pk.a, w, pk.delta_g1, r), bits, common[0]))
     msm_b1 = lap("msm_b_g1", split(G1, *with_delta(pk.b_g1, w, pk.delta_g1, s), bits, common[0]))
@@ -431,6 +444,45 @@ def prove_msms(pk: ProvingKey, w, h, num_inputs: int, positions: MSMPositions, r
     msm_l = lap("msm_l", split(G1, pk.l, w[..., num_inputs:], bits_l, common[1]))
     msm_h = lap("msm_h", split(G1, pk.h, h, [], common[2]))
     return lap("combine", _combine(fixed, msm_a, msm_b1, msm_b2, msm_l, msm_h, r, s))
+
+
+def _streaming_sizes(pk: ProvingKey, n_bits: int = 0, n_bits_l: int = 0) -> list:
+    """The Pippenger sizes of the per-MSM path's dense parts: A/B1 (+ δ), L,
+    H; those within a factor of 4 of the largest are padded to it, so they
+    share one compiled program (None: its own size)."""
+    sizes = [_n_vars(pk) + 1 - n_bits, pk.l.shape[-1] - n_bits_l, pk.h.shape[-1]]
+    top = 1 << (max(sizes) - 1).bit_length()
+    return [top if 4 * x >= top or x == 0 else None for x in sizes]
+
+
+def _n_vars(pk: ProvingKey) -> int:
+    """The circuit's variables a key is for (a streaming key's A holds δ too)."""
+    return pk.a.n - 1 if isinstance(pk.a, M.SplitBases) else pk.a.shape[-1]
+
+
+def streaming_key(pk: ProvingKey, positions: MSMPositions) -> ProvingKey:
+    """The proving key for streaming proofs (bases in host memory, MSMs in
+    chunks): A, B1, B2 and L split once by the circuit's MSM positions
+    (``ops.msm.SplitBases``, δ appended to the dense parts of A and B, each
+    part padded to its MSM size), so a proof gathers, appends and pads no
+    host bases (at 2^27 variables a host gather of one vector takes about a
+    minute).  The vectors stay where they are (host arrays stay on the
+    host); H is unchanged.  ``prove`` takes the result as its ``pk``."""
+    pv, pa = (M.Positions(np.asarray(p.dense), np.asarray(p.bits)) for p in positions)
+    if isinstance(pk.a, M.SplitBases):
+        raise ValueError("streaming_key: the key is split already")
+    n = pk.a.shape[-1]
+    pos_d = M.Positions(np.concatenate([pv.dense, np.asarray([n], pv.dense.dtype)]), pv.bits)
+    common = _streaming_sizes(pk, len(pv.bits), len(pa.bits))
+    def with_delta(bases, delta):
+        xp = np if isinstance(bases, np.ndarray) else jnp
+        return xp.concatenate([bases, xp.asarray(delta)[..., None]], axis=-1)
+
+    return pk._replace(
+        a=M.split_bases(with_delta(pk.a, pk.delta_g1), pos_d, common[0]),
+        b_g1=M.split_bases(with_delta(pk.b_g1, pk.delta_g1), pos_d, common[0]),
+        b_g2=M.split_bases(with_delta(pk.b_g2, pk.delta_g2), pos_d),
+        l=M.split_bases(pk.l, pa, common[1]))
 
 
 def _free_device_bytes(x) -> int | None:
@@ -463,10 +515,15 @@ def _merged_bytes(pk: ProvingKey, w, positions: MSMPositions, cfg: M.MSMConfig) 
 def _append(bases, scalars, point, k, batch):
     """(bases ‖ point, scalars ‖ k): one more MSM term k·point, k ``(8, *batch)``.
     Host bases (streaming mode) stay on the host."""
-    kb = jnp.broadcast_to(k.reshape((8,) + tuple(batch) + (1,)), (8,) + tuple(batch) + (1,))
     xp = np if isinstance(bases, np.ndarray) else jnp
     return (xp.concatenate([bases, xp.asarray(point)[..., None]], axis=-1),
-            jnp.concatenate([scalars, kb], axis=-1))
+            _append_scalar(scalars, k, batch))
+
+
+def _append_scalar(scalars, k, batch):
+    """scalars ‖ k, k ``(8, *batch)``: the scalar of one more MSM term."""
+    kb = k.reshape((8,) + tuple(batch) + (1,))
+    return jnp.concatenate([scalars, kb], axis=-1)
 
 
 @jax.jit

@@ -206,6 +206,15 @@ def test_streaming_prove_from_host_memory(circuit):
     cfg = M.MSMConfig(window=4, lanes=8, small_lanes=4, min_steps=4, budget_bytes=budget)
     proof, _ = G.prove(host_pk, pce.extract(r1cs), w, seed=5, msm_config=cfg)
     assert np.all(np.asarray(G.verify(vk, ys, proof)))
+    # the key split once by the MSM positions (no host gathers per proof): same proof
+    m = pce.extract(r1cs)
+    split_pk = G.streaming_key(host_pk, G.msm_positions(m))
+    assert isinstance(split_pk.a.dense, np.ndarray)
+    assert split_pk.a.shape[-1] == host_pk.a.shape[-1] + 1        # δ is one more base
+    again, times = G.prove(split_pk, m, w, seed=5, msm_config=cfg,
+                           positions=G.msm_positions(m))
+    assert {"msm_a", "msm_b_g1", "msm_b_g2", "msm_l", "msm_h"} <= set(times)
+    assert all(np.array_equal(np.asarray(x), np.asarray(y)) for x, y in zip(again, proof))
 
 
 def test_merged_msms_fall_back_to_chunks_within_a_budget(circuit):

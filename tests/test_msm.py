@@ -115,6 +115,31 @@ def test_bits_sum_and_split(g1_bases):
         M.bits_sum(G1, bases, jnp.ones((N + 1,), bool), CFG)
 
 
+def test_msm_split_over_presplit_host_bases(g1_bases):
+    """Host bases split once (``split_bases``, the streaming key's form) give
+    the same sums as the unsplit vector, for a batch of two scalar vectors
+    and a padded dense part; positions other than the split's are refused."""
+    ks, bases = g1_bases
+    rng = random.Random(9)
+    bit_pos = np.array(sorted(rng.sample(range(N), 20)))
+    rows = [[rng.randrange(R) for _ in range(N)] for _ in range(2)]
+    for sc in rows:
+        for i in bit_pos:
+            sc[i] = rng.randrange(2)
+    s = jnp.asarray(Fr.from_int(np.array(rows, dtype=object)))             # (8, 2, N)
+    pos = M.positions(N, bit_pos)
+    host = np.asarray(bases)
+    split = M.split_bases(host, pos, dense_size=16)
+    assert isinstance(split.dense, np.ndarray) and split.shape == host.shape
+    assert split.bits.shape[-1] == 32 and split.dense.shape[-1] == 16  # padded: 2^5, 16
+    got = G1.to_affine_ints(M.msm_split(G1, split, s, pos, CFG))
+    assert got == [_expected(ks, sc) for sc in rows]
+    with pytest.raises(ValueError, match="Positions they were split by"):
+        M.msm_split(G1, split, s, bit_pos, CFG)
+    with pytest.raises(ValueError, match="positions"):
+        M.msm_split(G1, split, s[..., :N - 1], M.positions(N - 1, bit_pos[:-1]), CFG)
+
+
 @pytest.fixture
 def split_spy(monkeypatch):
     """Records (number of 1s in the bit part, padded size of the dense part)

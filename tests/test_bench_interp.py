@@ -6,6 +6,7 @@ import json
 import pytest
 
 from bench import interp
+from ops import interpret
 
 
 def test_records_and_self_check(capsys, tmp_path):
@@ -34,3 +35,10 @@ def test_chain_reference_is_independent():
 def test_bad_arguments(argv, msg):
     with pytest.raises(SystemExit, match=msg):
         interp.main(argv + ["--log-n", "3"])
+
+
+def test_blocked_run_matches_python_ints(monkeypatch):
+    # 8 lanes in blocks of 3: three passes of lax.map, the last one padded
+    monkeypatch.setattr(interpret, "BLOCK", 3)
+    for case in ("Fq.mul", "Fq.add"):
+        assert interp.bench_case(case, 3, reps=1)["checked"] is True

@@ -506,6 +506,17 @@ def test_engine_overlaps_witness_building_with_proving():
         assert t[("prove-start", v - 1)] < t[("witness", v)] < t[("prove-end", v - 1)]
 
 
+def _signalling(spec, event, value=None):
+    """``spec`` whose witness builder sets ``event`` once it has built the
+    batch of ``value`` (any batch if None)."""
+    def witness(parts):
+        out = spec.witness(parts)
+        if value is None or parts[0] == value:
+            event.set()
+        return out
+    return dataclasses.replace(spec, witness=witness)
+
+
 class Staged(ToyProver):
     """A prover whose proof of value 1 has an interruption point (``on_stage``)
     after its first stage; records when each proof starts and ends."""
@@ -533,15 +544,9 @@ def test_urgent_job_preempts_a_running_proof(preempt):
     that proof's next stage boundary, before it ends (``preempt``); without
     preemption, after it."""
     built = threading.Event()
-    spec = toy_spec("winning-post", "winning-t", P.CRITICAL)
-
-    def witness(parts):
-        out = spec.witness(parts)
-        built.set()
-        return out
-
     prover = Staged(gate=threading.Event())
-    reg = E.Registry([toy_spec("porep", "porep-t"), dataclasses.replace(spec, witness=witness)])
+    reg = E.Registry([toy_spec("porep", "porep-t"),
+                      _signalling(toy_spec("winning-post", "winning-t", P.CRITICAL), built)])
     eng = E.Engine(reg, E.EngineConfig(preempt=preempt), prover, devices=jax.devices()[:1]).start()
     slow = eng.submit("porep", 1, {"values": [1]})
     assert prover.proving.wait(10)                      # the PoRep proof is on the device
@@ -562,16 +567,8 @@ def test_preemption_takes_the_prepared_batch_to_reach_the_urgent_one():
     slot), the interruption point takes it, so the host thread builds the
     urgent batch, waits for it and runs it before the paused proof ends."""
     built = threading.Event()
-    spec = toy_spec("porep", "porep-t")
-
-    def witness(parts):
-        out = spec.witness(parts)
-        if parts[0] == 2:
-            built.set()
-        return out
-
     prover = Staged(gate=threading.Event())
-    reg = E.Registry([dataclasses.replace(spec, witness=witness),
+    reg = E.Registry([_signalling(toy_spec("porep", "porep-t"), built, 2),
                       toy_spec("winning-post", "winning-t", P.CRITICAL)])
     eng = E.Engine(reg, E.EngineConfig(), prover, devices=jax.devices()[:1]).start()
     jobs = [eng.submit("porep", 1, {"values": [1]})]
@@ -617,17 +614,9 @@ def test_urgent_job_overtakes_an_already_prepared_batch():
     """A WinningPoSt job submitted while one PoRep batch is on the device and
     the next is already prepared runs before that prepared batch."""
     built = threading.Event()
-    spec = toy_spec("porep", "porep-t")
-
-    def witness(parts):
-        out = spec.witness(parts)
-        if parts[0] == 2:
-            built.set()
-        return out
-
     gate = threading.Event()
     prover = ToyProver(gate=gate)
-    reg = E.Registry([dataclasses.replace(spec, witness=witness),
+    reg = E.Registry([_signalling(toy_spec("porep", "porep-t"), built, 2),
                       toy_spec("winning-post", "winning-t", P.CRITICAL)])
     eng = E.Engine(reg, E.EngineConfig(), prover, devices=jax.devices()[:1]).start()
     first = eng.submit("porep", 1, {"values": [1]})

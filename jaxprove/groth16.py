@@ -414,35 +414,24 @@ def prove_msms(pk: ProvingKey, w, h, num_inputs: int, positions: MSMPositions, r
         msm_b2 = jnp.take(g2, 0, axis=len(G2.proj))
         return lap("combine", _combine(fixed, msm_a, msm_b1, msm_b2, msm_l, msm_h, r, s))
 
+    # the per-MSM path: A, B1, B2, L split by the positions (done once by streaming_key for a
+    # resident streaming key, here otherwise), δ the last dense base of A and B
+    if not isinstance(pk.a, M.SplitBases):
+        pk = streaming_key(pk, positions)
+    pv = positions.vars
+    delta_at = jnp.full((1,), _n_vars(pk), jnp.int32)
+    pos_d = M.Positions(jnp.concatenate([jnp.asarray(pv.dense), delta_at]), jnp.asarray(pv.bits))
+    sr, ss = _append_scalar(w, r, batch), _append_scalar(w, s, batch)
+    size_h = _streaming_sizes(pk, pv.bits.shape[0], positions.aux.bits.shape[0])[2]
+
     def split(curve, bases, scalars, positions, size=None):
         return M.msm_split(curve, bases, scalars, positions, msm_config, size)
 
-    if isinstance(pk.a, M.SplitBases):            # split once by streaming_key: no host gathers
-        pv = positions.vars
-        n = pk.a.n - 1                                               # δ is the last dense base
-        pos_d = M.Positions(jnp.concatenate([jnp.asarray(pv.dense), jnp.full((1,), n, jnp.int32)]),
-                            jnp.asarray(pv.bits))
-        sr, ss = _append_scalar(w, r, batch), _append_scalar(w, s, batch)
-        msm_a = lap("msm_a", split(G1, pk.a, sr, pos_d))
-        msm_b1 = lap("msm_b_g1", split(G1, pk.b_g1, ss, pos_d))
-        msm_b2 = lap("msm_b_g2", split(G2, pk.b_g2, ss, pos_d))
-        msm_l = lap("msm_l", split(G1, pk.l, w[..., num_inputs:], positions.aux))
-        size_h = _streaming_sizes(pk, pv.bits.shape[0], positions.aux.bits.shape[0])[2]
-        msm_h = lap("msm_h", split(G1, pk.h, h, [], size_h))
-        return lap("combine", _combine(fixed, msm_a, msm_b1, msm_b2, msm_l, msm_h, r, s))
-
-    # the per-MSM path appends δ to A and B (host positions and gathers; see streaming_key)
-    bits, bits_l = (np.asarray(p.bits) for p in positions)
-    with_delta = functools.partial(_append, batch=batch)     # the blinding base at position n_vars
-    # G1 Pippenger sizes (A/B1 dense part + δ, L dense part, H): sizes within a factor of 4
-    # of the largest are padded to it, so they share one compiled program
-    common = _streaming_sizes(pk, len(bits), len(bits_l))
-
-    msm_a = lap("msm_a", split(G1, *with_delta(pk.a, w, pk.delta_g1, r), bits, common[0]))
-    msm_b1 = lap("msm_b_g1", split(G1, *with_delta(pk.b_g1, w, pk.delta_g1, s), bits, common[0]))
-    msm_b2 = lap("msm_b_g2", split(G2, *with_delta(pk.b_g2, w, pk.delta_g2, s), bits))
-    msm_l = lap("msm_l", split(G1, pk.l, w[..., num_inputs:], bits_l, common[1]))
-    msm_h = lap("msm_h", split(G1, pk.h, h, [], common[2]))
+    msm_a = lap("msm_a", split(G1, pk.a, sr, pos_d))
+    msm_b1 = lap("msm_b_g1", split(G1, pk.b_g1, ss, pos_d))
+    msm_b2 = lap("msm_b_g2", split(G2, pk.b_g2, ss, pos_d))
+    msm_l = lap("msm_l", split(G1, pk.l, w[..., num_inputs:], positions.aux))
+    msm_h = lap("msm_h", split(G1, pk.h, h, [], size_h))
     return lap("combine", _combine(fixed, msm_a, msm_b1, msm_b2, msm_l, msm_h, r, s))
 
 
@@ -474,14 +463,10 @@ def streaming_key(pk: ProvingKey, positions: MSMPositions) -> ProvingKey:
     n = pk.a.shape[-1]
     pos_d = M.Positions(np.concatenate([pv.dense, np.asarray([n], pv.dense.dtype)]), pv.bits)
     common = _streaming_sizes(pk, len(pv.bits), len(pa.bits))
-    def with_delta(bases, delta):
-        xp = np if isinstance(bases, np.ndarray) else jnp
-        return xp.concatenate([bases, xp.asarray(delta)[..., None]], axis=-1)
-
     return pk._replace(
-        a=M.split_bases(with_delta(pk.a, pk.delta_g1), pos_d, common[0]),
-        b_g1=M.split_bases(with_delta(pk.b_g1, pk.delta_g1), pos_d, common[0]),
-        b_g2=M.split_bases(with_delta(pk.b_g2, pk.delta_g2), pos_d),
+        a=M.split_bases(_append_base(pk.a, pk.delta_g1), pos_d, common[0]),
+        b_g1=M.split_bases(_append_base(pk.b_g1, pk.delta_g1), pos_d, common[0]),
+        b_g2=M.split_bases(_append_base(pk.b_g2, pk.delta_g2), pos_d),
         l=M.split_bases(pk.l, pa, common[1]))
 
 
@@ -512,12 +497,10 @@ def _merged_bytes(pk: ProvingKey, w, positions: MSMPositions, cfg: M.MSMConfig) 
                M.many_working_set_bytes(G2, g2, G, 1, c2, cfg))
 
 
-def _append(bases, scalars, point, k, batch):
-    """(bases ‖ point, scalars ‖ k): one more MSM term k·point, k ``(8, *batch)``.
-    Host bases (streaming mode) stay on the host."""
+def _append_base(bases, point):
+    """bases ‖ point: one more MSM base (host bases stay on the host)."""
     xp = np if isinstance(bases, np.ndarray) else jnp
-    return (xp.concatenate([bases, xp.asarray(point)[..., None]], axis=-1),
-            _append_scalar(scalars, k, batch))
+    return xp.concatenate([bases, xp.asarray(point)[..., None]], axis=-1)
 
 
 def _append_scalar(scalars, k, batch):

@@ -738,39 +738,25 @@ def msm_split(curve: Curve, bases, scalars, bit_positions, config: MSMConfig | N
     are summed by ``bits_sum`` (padded to a power of two) and only the others
     go through ``msm`` at their own, smaller size (padded to ``dense_size``
     if given, so several MSMs can share one compiled program; ``msm`` may
-    split that part again by counting).  Shapes as ``msm``."""
+    split that part again by counting).  ``bases`` may be ``SplitBases``
+    (then ``bit_positions`` must be the ``Positions`` they were split by).
+    Shapes as ``msm``."""
     cfg = config or default_config()
-    if isinstance(bases, SplitBases):
-        return _msm_presplit(curve, bases, scalars, bit_positions, cfg)
-    n = bases.shape[-1]
-    pos = bit_positions if isinstance(bit_positions, Positions) else \
-        positions(n, bit_positions, device=False)
-    _check_positions(pos, n, "msm_split")
-    if isinstance(bases, np.ndarray):             # streaming: gathered on the host
-        pos = Positions(np.asarray(pos.dense), np.asarray(pos.bits))
-    bit_positions, dense = pos.bits, pos.dense
-    # host bases (streaming mode) are gathered on the host and stay there
-    take = np.take if isinstance(bases, np.ndarray) else jnp.take
-    batch = scalars.shape[1:-1]
-    s = jnp.asarray(scalars).reshape((8, -1, n))
-    bb = bits = db = ds = None
-    if len(bit_positions):
-        kb = _pow2(len(bit_positions))
-        bb = _pad_last(take(bases, bit_positions, axis=-1), kb)
-        bits = _pad_last(jnp.any(jnp.take(s, jnp.asarray(bit_positions), axis=-1) != 0, axis=0), kb)
-    if len(dense) or bits is None:
-        db = take(bases, dense, axis=-1) if len(bit_positions) else bases
-        ds = jnp.take(s, jnp.asarray(dense), axis=-1) if len(bit_positions) else s
-        size = max(db.shape[-1], dense_size or 0)
-        db, ds = _pad_last(db, size), _pad_last(ds, size)
-    return _split_sum(curve, bb, bits, db, ds, cfg).reshape(curve.proj + batch)
+    if not isinstance(bases, SplitBases):     # split here; a key keeps them split (split_bases)
+        n = bases.shape[-1]
+        pos = bit_positions if isinstance(bit_positions, Positions) else \
+            positions(n, bit_positions, device=False)
+        bases = split_bases(bases, pos, dense_size)
+        bit_positions = pos
+    return _msm_presplit(curve, bases, scalars, bit_positions, cfg)
 
 
 class SplitBases(NamedTuple):
     """Affine bases ``(2, *fp, N)`` split once by their ``Positions``:
     ``bits`` the bases at ``positions.bits`` (in that order, zero-padded to a
     power of two, as ``bits_sum`` takes them) and ``dense`` those at
-    ``positions.dense`` (zero-padded to ``dense_size``).  ``msm_split`` takes
+    ``positions.dense`` (zero-padded to ``dense_size``; with no bit
+    positions, the whole vector in its own order).  ``msm_split`` takes
     them instead of the whole vector, so a streaming MSM over host bases
     gathers and pads nothing per call (at 2^27 points a host gather of the
     bases costs ~1 min).  ``shape`` is the unsplit vector's."""
@@ -787,11 +773,13 @@ def split_bases(bases, pos: "Positions", dense_size: int | None = None) -> Split
     """``SplitBases`` of ``bases`` (host or device) by ``pos`` (host or
     device index arrays), built once per key."""
     _check_positions(pos, bases.shape[-1], "split_bases")
-    host = isinstance(bases, np.ndarray)
+    host = isinstance(bases, np.ndarray)      # host bases are gathered on the host, stay there
     xp = np if host else jnp
     bi, de = (np.asarray(x) if host else jnp.asarray(x) for x in (pos.bits, pos.dense))
-    bb = _pad_last(xp.take(bases, bi, axis=-1), _pow2(len(bi))) if len(bi) else \
-        xp.zeros(bases.shape[:-1] + (0,), bases.dtype)
+    if not len(bi):                           # no bits: the vector as it is (in its own order)
+        return SplitBases(xp.zeros(bases.shape[:-1] + (0,), bases.dtype),
+                          _pad_last(bases, max(len(de), dense_size or 0)), bases.shape[-1])
+    bb = _pad_last(xp.take(bases, bi, axis=-1), _pow2(len(bi)))
     db = _pad_last(xp.take(bases, de, axis=-1), max(len(de), dense_size or 0))
     return SplitBases(bb, db, bases.shape[-1])
 
@@ -813,8 +801,9 @@ def _msm_presplit(curve: Curve, bases: SplitBases, scalars, pos, cfg: MSMConfig)
         flags = jnp.any(jnp.take(s, jnp.asarray(pos.bits), axis=-1) != 0, axis=0)
         bits = _pad_last(flags, bb.shape[-1])
     if pos.dense.shape[0] or bits is None:
-        db = bases.dense
-        ds = _pad_last(jnp.take(s, jnp.asarray(pos.dense), axis=-1), db.shape[-1])
+        db = bases.dense                      # no bits: kept in its own order (split_bases)
+        ds = s if bits is None else jnp.take(s, jnp.asarray(pos.dense), axis=-1)
+        ds = _pad_last(ds, db.shape[-1])
     return _split_sum(curve, bb, bits, db, ds, cfg).reshape(curve.proj + batch)
 
 

@@ -1044,9 +1044,8 @@ class Engine:
         outranks the paused proof is pending or being built (polling, so a
         cancellation ends the wait), and run every prepared batch that
         outranks the paused one, to the end (they are not interrupted
-        themselves).  So a WinningPoSt job
-        waits for one stage of a running PoRep partition, not the whole
-        partition."""
+        themselves).  So a WinningPoSt job waits for one stage of a running
+        PoRep partition, not the whole partition."""
         receive = functools.partial(self._receive, q, slots, ready, host_done)
         while True:
             while not host_done[0] and len(ready) <= self.config.lookahead and receive(block=False):
@@ -1088,8 +1087,7 @@ class Engine:
                 handed = self._run_batch(i, dev, b, on_stage)
         except Exception as e:  # noqa: BLE001 - the batch fails, the worker lives on
             log.exception("batch of %s failed", b.spec.topology)
-            self._item_results(b.items, [None] * len(b.items),
-                               [f"{type(e).__name__}: {e}"] * len(b.items), {}, None)
+            self._fail_items(b.items, e, {})
         finally:
             with self._cv:
                 self._busy[i] -= 1
@@ -1147,9 +1145,8 @@ class Engine:
                 self._item_results(b.items, [None] * n, errors, times, None)
                 return False
             use += [False] * (size - n)
-            kw = {} if on_stage is None else {"on_stage": on_stage}
-            proof, public, ptimes = self.prover.prove(res, b.w, use,
-                                                      self.config.msm_budget_bytes, **kw)
+            proof, public, ptimes = self.prover.prove(res, b.w, use, self.config.msm_budget_bytes,
+                                                      on_stage=on_stage)
             times.update({k: v for k, v in ptimes.items() if k != "total"})
             times["prove"] = ptimes.get("total", sum(ptimes.values()))
         finally:
@@ -1172,8 +1169,7 @@ class Engine:
                 self._complete(d)
             except Exception as e:  # noqa: BLE001 - the batch fails, the worker lives on
                 log.exception("finishing a batch failed")
-                self._item_results(d.items, [None] * len(d.items),
-                                   [f"{type(e).__name__}: {e}"] * len(d.items), d.times, None)
+                self._fail_items(d.items, e, d.times)
             finally:
                 with self._cv:
                     self._in_flight -= 1
@@ -1193,6 +1189,11 @@ class Engine:
         times["encode"] = time.perf_counter() - t
         self._item_results(d.items, [(encoded[k], d.public[k]) for k in range(n)], errors, times,
                            d.size)
+
+    def _fail_items(self, items, e: Exception, times):
+        """Every item of a batch fails with the exception that ended it."""
+        self._item_results(items, [None] * len(items), [f"{type(e).__name__}: {e}"] * len(items),
+                           times, None)
 
     def _item_results(self, items, outs, errors, times, size):
         finished = []

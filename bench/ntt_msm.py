@@ -49,7 +49,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from bench.common import peak_memory_bytes, emit, environment, time_fn
+from bench.common import emit, environment, peak_memory_bytes, time_fn
 from ops import msm as M
 from ops import ntt as N
 from ops.curve import G1, G2

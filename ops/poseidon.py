@@ -273,20 +273,19 @@ def constants(arity: int) -> PoseidonConstants:
 # ---------------------------------------------------------------- the permutation
 def _sbox(ar, x, post=None):
     """(x², x⁴, x⁵ (+ post)) of one element."""
-    l2 = ar.sqr(x)
-    l4 = ar.sqr(l2)
-    l5 = ar.mul(x, l4)
-    return l2, l4, (l5 if post is None else ar.add(l5, post))
+    l2, l4, l5 = _sboxes(ar, [x], [post])
+    return l2[0], l4[0], l5[0]
 
 
 def _sboxes(ar, xs, posts):
-    """``_sbox`` of every element of a state, each power as ONE group of
-    independent products (``ar.muls``: one rolled product in a table-mode
-    kernel instead of t).  Returns the lists (x², x⁴, x⁵ + post)."""
+    """``_sbox`` of every element of a state (posts: a key each, or None),
+    each power as ONE group of independent products (``ar.muls``: one rolled
+    product in a table-mode kernel instead of t).  Returns the lists
+    (x², x⁴, x⁵ + post)."""
     l2 = ar.muls([(x, x) for x in xs])
     l4 = ar.muls([(a, a) for a in l2])
     l5 = ar.muls(list(zip(xs, l4)))
-    return l2, l4, [ar.add(a, b) for a, b in zip(l5, posts)]
+    return l2, l4, [a if b is None else ar.add(a, b) for a, b in zip(l5, posts)]
 
 
 def _pick(ar, i, values, like=None, const=False):

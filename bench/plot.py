@@ -11,6 +11,12 @@ per record (label: case, rows, commit), the goal as a tick:
 
     python -m bench.plot --stages bench/results/groth16_h200_*.jsonl --out bench/results/groth16_h200_stages.svg
 
+``--cuzk`` adds cuzk's published per-partition stage times (``CUZK_BARS``) below
+the records, and each record's witness time (``witness_s``) as a first stage,
+since synthesis is most of cuzk's time:
+
+    python -m bench.plot --stages --cuzk bench/results/filecoin_h200_run*.jsonl --out bench/results/filecoin_h200_stages.svg
+
 Series: one per (case, commit) of the records; goals (issue 3) as crosses;
 floors as dashed lines: NTT n/2·log2 n Fr products at the measured 27.7·10⁹/s,
 MSM G1 16·n mixed additions at the measured 1.01·10⁹/s, MSM G2 at 0.241·10⁹/s.
@@ -84,9 +90,23 @@ STAGE_COLORS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b"
                 "#7f7f7f", "#bcbd22", "#17becf"]
 
 
-def load_stages(paths):
+# cuzk's published stage times of one partition (research/cuzk.md, "Numbers"): a 32GiB PoRep
+# partition on an RTX 5070 Ti with a 96-core host (witness and SpMV: Phase 5, one circuit's
+# single-threaded share; the rest: Phase 9), and WinningPoSt (H1).  cuzk overlaps its CPU
+# and GPU stages across partitions, so a bar is a sum of stage times, not a latency.
+CUZK_BARS = [
+    ("cuzk porep 32GiB partition (RTX 5070 Ti)",
+     {"witness": 26.5, "spmv": 3.2, "prep_msm (CPU)": 1.9, "ntt + msm_h": 0.69,
+      "batch_add": 0.65, "tail msm": 0.083, "b_g2_msm (CPU)": 0.48}, None),
+    ("cuzk winning-post (H1)",
+     {"queue": 0.088, "srs load": 0.087, "witness": 0.052, "gpu": 0.666}, None),
+]
+
+
+def load_stages(paths, witness: bool = False):
     """[(label, {stage: seconds}, goal or None)] of records with stages
-    (``total`` left out: it is the bar's height)."""
+    (``total`` left out: it is the bar's height); ``witness``: the record's
+    ``witness_s`` as a first stage."""
     bars = []
     for p in paths:
         for line in open(p):
@@ -95,9 +115,11 @@ def load_stages(paths):
             if not st:
                 continue
             rows = r.get("rows")
-            size = f"{rows:,} rows" if rows else r.get("size", "")
+            size = " ".join(x for x in (r.get("size"), f"{rows:,} rows" if rows else None) if x)
             label = f"{r['case']} {size} @ {r.get('commit', '?')}"
-            bars.append((label, {k: v for k, v in st.items() if k != "total"}, r.get("goal_s")))
+            stages = {"witness": r["witness_s"]} if witness and "witness_s" in r else {}
+            stages.update((k, v) for k, v in st.items() if k != "total")
+            bars.append((label, stages, r.get("goal_s")))
     return bars
 
 
@@ -109,7 +131,7 @@ def stacked_svg(bars):
     color = {k: STAGE_COLORS[i % len(STAGE_COLORS)] for i, k in enumerate(stages)}
     top = max([sum(st.values()) for _, st, _ in bars] + [g or 0 for _, _, g in bars]) * 1.05
     left, bar_h, gap = 330, 22, 12
-    height = PAD + len(bars) * (bar_h + gap) + 70
+    height = PAD + len(bars) * (bar_h + gap) + 70 + 16 * ((len(stages) - 1) // 5)
     X = lambda t: left + t / top * (W + 200 - left - PAD)
     out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{W + 200}" height="{height}" '
            f'font-family="sans-serif" font-size="11"><rect width="{W + 200}" height="{height}" fill="white"/>']
@@ -127,9 +149,12 @@ def stacked_svg(bars):
             out.append(f'<line x1="{X(goal)}" y1="{y - 3}" x2="{X(goal)}" y2="{y + bar_h + 3}" '
                        f'stroke="black" stroke-width="2"/>')
     y = PAD + len(bars) * (bar_h + gap) + 10
+    per_row = 5                                     # legend entries per line
     for j, k in enumerate(stages):
-        out.append(f'<rect x="{left + 90 * j}" y="{y}" width="10" height="10" fill="{color[k]}"/>'
-                   f'<text x="{left + 90 * j + 14}" y="{y + 9}">{k}</text>')
+        lx, ly = left - 200 + 150 * (j % per_row), y + 16 * (j // per_row)
+        out.append(f'<rect x="{lx}" y="{ly}" width="10" height="10" fill="{color[k]}"/>'
+                   f'<text x="{lx + 14}" y="{ly + 9}">{k}</text>')
+    y += 16 * ((len(stages) - 1) // per_row)
     out.append(f'<text x="{left}" y="{y + 32}">median seconds per stage; black tick: goal</text></svg>')
     return "\n".join(out)
 
@@ -139,8 +164,15 @@ def main():
     ap.add_argument("files", nargs="+")
     ap.add_argument("--out", required=True)
     ap.add_argument("--stages", action="store_true", help="stacked stage bars of whole proofs")
+    ap.add_argument("--cuzk", action="store_true",
+                    help="with --stages: add the witness stage and cuzk's published bars")
     a = ap.parse_args()
-    text = stacked_svg(load_stages(a.files)) if a.stages else svg(load(a.files))
+    if a.cuzk and not a.stages:
+        ap.error("--cuzk needs --stages")
+    if a.stages:
+        text = stacked_svg(load_stages(a.files, witness=a.cuzk) + (CUZK_BARS if a.cuzk else []))
+    else:
+        text = svg(load(a.files))
     tmp = a.out + ".tmp"
     with open(tmp, "w") as f:
         f.write(text)

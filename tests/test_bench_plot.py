@@ -33,3 +33,24 @@ def test_stacked_stage_bars(tmp_path):
     assert abs(widths[3] / widths[2] - 1500 / 88) < 1e-6                 # linear in seconds
     assert len(doc.getElementsByTagName("line")) == 1                    # one goal tick
     assert not list(tmp_path.glob("*.tmp"))
+
+
+def test_cuzk_bars_and_witness_stage(tmp_path):
+    from bench.plot import CUZK_BARS
+    rec = {"case": "filecoin.porep", "size": "2KiB", "rows": 2687961, "commit": "ccc",
+           "witness_s": 0.1, "stages_median_s": {"spmv": 0.002, "msm_g1": 0.2, "total": 0.202}}
+    src = tmp_path / "r.jsonl"
+    src.write_text(json.dumps(rec) + "\n")
+    out = tmp_path / "c.svg"
+    subprocess.run([sys.executable, "-m", "bench.plot", "--stages", "--cuzk", str(src), "--out",
+                    str(out)], cwd=ROOT, check=True)
+    doc = minidom.parse(str(out))
+    texts = [t.firstChild.data for t in doc.getElementsByTagName("text")]
+    assert "filecoin.porep 2KiB 2,687,961 rows @ ccc" in texts and "0.302 s" in texts
+    for label, stages, _ in CUZK_BARS:
+        assert label in texts and f"{sum(stages.values()):.3f} s" in texts
+    titles = [t.firstChild.data for t in doc.getElementsByTagName("title")]
+    assert titles[:3] == ["witness: 100.0 ms", "spmv: 2.0 ms", "msm_g1: 200.0 ms"]
+    bad = subprocess.run([sys.executable, "-m", "bench.plot", "--cuzk", str(src), "--out",
+                          str(tmp_path / "x.svg")], cwd=ROOT, capture_output=True, text=True)
+    assert bad.returncode != 0 and "--cuzk needs --stages" in bad.stderr

@@ -5,6 +5,7 @@ the kernel's Triton IR (research/arith-prototype: ~7k ops compile in ~10 s,
 15k in ~150 s).  This lowers a kernel for CUDA on the host and counts them.
 
     python -m bench.kernel_size            # table of every kernel in KERNELS
+    python -m bench.kernel_size --pairing  # every Triton kernel of the lowered pairing programs
 """
 from __future__ import annotations
 
@@ -76,9 +77,51 @@ def kernels(config: KernelConfig = KernelConfig()):
     }
 
 
+@contextlib.contextmanager
+def _debug_pairing():
+    """ops.pairing with its tower config in debug mode (so Pallas prints each
+    kernel's Triton IR), restored afterwards."""
+    from ops import fq12, pairing
+    saved = pairing.CONFIG, pairing.Fq12
+    cfg = debug_config(fq12.TOWER_CONFIG)
+    pairing.CONFIG, pairing.Fq12 = cfg, dataclasses.replace(fq12.Fq12, config=cfg)
+    try:
+        yield pairing
+    finally:
+        pairing.CONFIG, pairing.Fq12 = saved
+
+
+def pairing_op_counts(lanes: int = 3) -> dict:
+    """name -> op count of every Triton kernel in the CUDA lowering of
+    ``pairing`` (Miller loop + final exponentiation) and of the Groth16-shaped
+    ``pairing_product_is_one`` (4 pairs) on ``lanes`` lanes.  Use a lane count
+    no other pairing call in the process used (the pairing's jitted halves
+    cache their traces by shape)."""
+    s = lambda *shape: jax.ShapeDtypeStruct(shape, jnp.uint32)
+    out = {}
+    with _debug_pairing() as pr:
+        P, Q = s(2, 12, lanes), s(2, 2, 12, lanes)
+        progs = {"pairing": (lambda p, q: pr.pairing(p, q), (P, Q)),
+                 "pairing_product_is_one": (
+                     lambda p, q: pr.pairing_product_is_one([p] * 4, [q] * 4), (P, Q))}
+        for prog, (fn, shapes) in progs.items():
+            buf = io.StringIO()
+            with contextlib.redirect_stdout(buf):
+                jax.jit(fn).trace(*shapes).lower(lowering_platforms=("cuda",))
+            for i, ir in enumerate(buf.getvalue().split("The Triton module")[1:]):
+                name = re.search(r"tt.func (?:public )?@(\S+)", ir)
+                key = f"{prog}/{i}:{name.group(1) if name else '?'}"
+                out[key] = len(re.findall(r"= (?:\"?)([a-z_]+\.[a-z_.]+)", ir))
+    return out
+
+
 def main():
     import sys
     from ops.limbs import Unroll
+    if "--pairing" in sys.argv:
+        for name, n in pairing_op_counts().items():
+            print(f"{name:48s} {n}", flush=True)
+        return
     unroll = Unroll(table="--table" in sys.argv, inner="--inner" not in sys.argv)
     for name, (fn, shapes) in kernels(KernelConfig(unroll=unroll)).items():
         print(f"{name:12s} {triton_op_counts(fn, *shapes)}", flush=True)

@@ -37,14 +37,18 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import math
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ops.elementwise import KernelConfig
+from jax import lax
+
+from ops.elementwise import KernelConfig, _broadcast, _flat, _has_cuda, _nest, elementwise, x64
 from ops.field import FieldOps, FpArith, Fq as _Fq, PrimeField, pow_by_constant
-from ops.limbs import Unroll
+from ops.interpret import _mont_mul
+from ops.limbs import Unroll, to_limbs
 from ops.tower import Fp2Arith
 
 XI = (1, 1)                      # ξ = 1 + u, the cubic and sextic non-residue of Fq2
@@ -352,6 +356,316 @@ def fp12_over(ar) -> Fp12Arith:
     return Fp12Arith(fp6_over(ar))
 
 
+# ---------------------------------------------------------------- product rounds
+# Pallas' compile time grows steeply with a kernel's Triton IR, and in an elementwise
+# kernel every limb row loaded or stored costs ~20 IR ops: an Fq12 product (432 rows)
+# cannot be one small kernel.  So a tower formula is run as *product rounds*: recorded
+# once with symbolic values, it becomes
+#     state = inputs ++ constants;  per round: operands = M_r · state (small integer
+#     matrix, XLA), state ++= operand products (ONE Fq-product kernel over a stacked
+#     batch) or inverses;  outputs = M_out · state
+# where round r holds every product whose operands depend on products of rounds < r.
+# Every Fq product of the pairing runs in the same tiny kernel (identical Triton IR at
+# every call site); the additions, negations and small multiples are XLA array code.
+
+class NotRoundFormula(NotImplementedError):
+    """The formula uses an operation product rounds cannot express (select,
+    comparison, data-dependent loop)."""
+
+
+class RoundRecorder:
+    """Stands in for ``FpArith`` while a formula is recorded: a value is a
+    linear combination ``{symbol: int}`` of symbols (inputs, constants,
+    products and inverses), so additions, negations and small multiples are
+    bookkeeping and only products and inverses become work."""
+
+    def __init__(self, p: int):
+        self.p = p
+        self.L = -(-p.bit_length() // 32)
+        self.kinds: list[tuple] = []            # per symbol: ("in",) | ("const", x) | ("mul", a, b) | ("inv", a)
+        self._consts: dict[int, dict] = {}
+
+    def _sym(self, kind):
+        self.kinds.append(kind)
+        return {len(self.kinds) - 1: 1}
+
+    def input(self):
+        return self._sym(("in",))
+
+    @staticmethod
+    def _comb(*terms):
+        out: dict = {}
+        for c, a in terms:
+            for s, k in a.items():
+                out[s] = out.get(s, 0) + c * k
+        return {s: k for s, k in out.items() if k}
+
+    # ---- the FpArith interface
+    def like(self, v):
+        return None
+
+    def const(self, x: int, like=None):
+        x %= self.p
+        if x == 0:
+            return {}
+        if x not in self._consts:
+            self._consts[x] = self._sym(("const", x))
+        return dict(self._consts[x])
+
+    def zero(self, like=None):
+        return {}
+
+    def one(self, like=None):
+        return self.const(1)
+
+    def add(self, a, b):
+        return self._comb((1, a), (1, b))
+
+    def sub(self, a, b):
+        return self._comb((1, a), (-1, b))
+
+    def neg(self, a):
+        return self._comb((-1, a))
+
+    def dbl(self, a):
+        return self._comb((2, a))
+
+    def mul_small(self, a, k: int):
+        if k < 1:
+            raise ValueError("mul_small needs k >= 1")
+        return self._comb((k, a))
+
+    def mul(self, a, b):
+        if not a or not b:
+            return {}
+        return self._sym(("mul", a, b))
+
+    def sqr(self, a):
+        return self.mul(a, a)
+
+    def muls(self, pairs):
+        return [self.mul(x, y) for x, y in pairs]
+
+    def inv(self, a):
+        return self._sym(("inv", a)) if a else {}
+
+    def _unsupported(self, *args, **kwargs):
+        raise NotRoundFormula("not expressible as product rounds (selects, comparisons and "
+                              "loops need an elementwise kernel)")
+
+    select = is_zero = eq = loop = exp_bit = scalar_bit = pow = sqrt = _unsupported
+
+
+@dataclasses.dataclass(frozen=True)
+class RoundPlan:
+    """A recorded formula as data.  State rows: the ``n_in`` inputs, then
+    ``consts`` (Montgomery limbs ``(n_c, L)``), then each round's results.
+    rounds: ``(kind, idx, coef)`` with kind "mul" (operand rows ``idx``/``coef``
+    ``(2K, t)``: K left operands then K right operands) or "inv" (``(K, t)``);
+    out: ``(idx, coef)`` of the outputs.  Row i of a map is
+    Σ_j coef[i, j]·state[idx[i, j]] mod p."""
+    p: int
+    n_in: int
+    consts: np.ndarray
+    rounds: tuple
+    out: tuple
+
+
+def _map(lins, pos) -> tuple:
+    t = max(1, max(len(c) for c in lins))
+    idx = np.zeros((len(lins), t), np.int32)
+    coef = np.zeros((len(lins), t), np.int64)
+    for i, c in enumerate(lins):
+        for j, (s, k) in enumerate(sorted(c.items())):
+            idx[i, j], coef[i, j] = pos[s], k
+    return idx, coef
+
+
+def record_rounds(formula, in_prefixes, out_prefixes, p: int) -> RoundPlan:
+    """Record ``formula(ar, *values)`` (values nested as ``ops.elementwise``
+    passes them) into a ``RoundPlan``; raises ``NotRoundFormula`` if it
+    selects, compares or loops."""
+    rec = RoundRecorder(p)
+    vals = []
+    n_in = 0
+    for pre in in_prefixes:
+        k = math.prod(pre[:-1])
+        vals.append(_nest([rec.input() for _ in range(k)], pre[:-1]))
+        n_in += k
+    outs = formula(rec, *vals)
+    outs = [outs] if len(out_prefixes) == 1 else list(outs)
+    out_lins = [v for o, pre in zip(outs, out_prefixes) for v in _flat(o, pre[:-1])]
+    kinds = rec.kinds
+    live = [False] * len(kinds)                 # symbols the outputs need
+    for c in out_lins:
+        for s in c:
+            live[s] = True
+    for s in reversed(range(len(kinds))):
+        if live[s] and kinds[s][0] in ("mul", "inv"):
+            for c in kinds[s][1:]:
+                for u in c:
+                    live[u] = True
+    level = [0] * len(kinds)
+    for s, kd in enumerate(kinds):
+        if kd[0] in ("mul", "inv"):
+            level[s] = 1 + max(level[u] for c in kd[1:] for u in c)
+    pos = {s: s for s in range(n_in)}           # inputs are symbols 0..n_in-1
+    consts = [s for s in range(len(kinds)) if kinds[s][0] == "const" and live[s]]
+    for s in consts:
+        pos[s] = len(pos)
+    rounds = []
+    for lv in range(1, max(level, default=0) + 1):
+        for kind in ("mul", "inv"):
+            syms = [s for s in range(len(kinds)) if live[s] and level[s] == lv and kinds[s][0] == kind]
+            if not syms:
+                continue
+            lins = ([kinds[s][1] for s in syms] + [kinds[s][2] for s in syms] if kind == "mul"
+                    else [kinds[s][1] for s in syms])
+            rounds.append((kind,) + _map(lins, pos))
+            for s in syms:
+                pos[s] = len(pos)
+    L = rec.L
+    const_limbs = np.array([to_limbs(kinds[s][1] * (1 << 32 * L) % p, L) for s in consts],
+                           np.uint32).reshape(len(consts), L)
+    return RoundPlan(p, n_in, const_limbs, tuple(rounds), _map(out_lins, pos))
+
+
+def _lincomb(state, idx, coef, p: int):
+    """Rows Σ_j coef[i, j]·state[:, idx[i, j]] mod p: state ``(L, S, *b)``
+    canonical uint32 -> ``(L, m, *b)``.  Exact: the signed sum plus N·p
+    (N = the sum of the negative coefficients' sizes) is formed per limb in
+    int64, carried into L + 1 limbs (a value in [0, K·p), K = Σ|coef|), and
+    reduced by conditional subtraction of 2^j·p for j = ⌈log₂K⌉−1, …, 0."""
+    L = state.shape[0]
+    if np.all((coef == 1).sum(1) == 1) and np.all((coef != 0).sum(1) == 1):
+        return state[:, idx[np.arange(len(idx)), np.argmax(coef, 1)]]       # plain copies
+    nb = state.ndim - 2
+    pl = np.array(to_limbs(p, L), np.int64)
+    neg = np.maximum(-coef, 0).sum(1)
+    k_max = int((np.abs(coef).sum(1)).max())
+    with x64():
+        mask = jnp.int64(0xFFFFFFFF)
+        x = state[:, idx].astype(jnp.int64)                                     # (L, m, t, *b)
+        d = jnp.sum(x * jnp.asarray(coef).reshape(coef.shape + (1,) * nb), axis=2)
+        d = d + jnp.asarray(pl[:, None] * neg[None, :]).reshape((L, len(idx)) + (1,) * nb)
+        limbs, carry = [], 0
+        for j in range(L):
+            t = d[j] + carry
+            limbs.append(t & mask)
+            carry = t >> 32
+        limbs.append(carry)
+        steps = max(k_max - 1, 0).bit_length()
+        qs = jnp.asarray(np.array([to_limbs(p << j, L + 1) for j in reversed(range(steps))],
+                                  np.int64).reshape(steps, L + 1))
+
+        def reduce(i, limbs):                    # v -= 2^j·p where v >= 2^j·p
+            w, borrow = [], 0
+            for v, qj in zip(limbs, qs[i]):
+                t = v - qj - borrow
+                borrow = (t < 0).astype(jnp.int64)
+                w.append(t + (borrow << 32))
+            return [jnp.where(borrow == 0, a, b) for a, b in zip(w, limbs)]
+
+        limbs = lax.fori_loop(0, steps, reduce, limbs) if steps > 1 else (
+            reduce(0, limbs) if steps else limbs)
+        return jnp.stack(limbs[:L]).astype(jnp.uint32)
+
+
+def _products(a, b, p: int, config: KernelConfig):
+    """Montgomery products of Fq rows ``(L, K, *b)``: one Pallas kernel on
+    CUDA, the interpreter's lazy-column product (plain XLA) elsewhere."""
+    ar = FpArith(p, config.unroll)
+
+    def cpu(a, b):
+        with x64():
+            return _mont_mul(a.reshape(ar.L, -1), b.reshape(ar.L, -1), ar.pl, ar.n0).reshape(a.shape)
+
+    if not (_has_cuda() or config.debug):
+        return cpu(a, b)
+    kernel = elementwise(lambda r, x, y: r.mul(x, y), [(ar.L,)] * 2, [((ar.L,), jnp.uint32)], ar,
+                         config, name="Fq_products")
+    return lax.platform_dependent(a, b, default=cpu, cuda=kernel)
+
+
+def _inverses(a, p: int, config: KernelConfig):
+    ar = FpArith(p, config.unroll)
+    return elementwise(lambda r, x: r.inv(x), [(ar.L,)], [((ar.L,), jnp.uint32)], ar, config,
+                       name="Fq_inverses")(a)
+
+
+def run_rounds(plan: RoundPlan, inputs: list, config: KernelConfig):
+    """Execute ``plan`` on input rows ``(L, n_in, *batch)`` -> outputs
+    ``(L, n_out, *batch)``."""
+    x = inputs
+    L, batch = x.shape[0], x.shape[2:]
+    if len(plan.consts):
+        c = jnp.asarray(plan.consts.T).reshape((L, len(plan.consts)) + (1,) * len(batch))
+        x = jnp.concatenate([x, jnp.broadcast_to(c, (L, len(plan.consts)) + batch)], axis=1)
+    for kind, idx, coef in plan.rounds:
+        ops = _lincomb(x, idx, coef, plan.p)
+        if kind == "mul":
+            k = len(idx) // 2
+            r = _products(ops[:, :k], ops[:, k:], plan.p, config)
+        else:
+            r = _inverses(ops, plan.p, config)
+        x = jnp.concatenate([x, r], axis=1)
+    return _lincomb(x, *plan.out, plan.p)
+
+
+def product_rounds(formula, in_prefixes, out_prefixes, p: int, config: KernelConfig,
+                   name: str = "formula"):
+    """The array function of ``formula`` run as product rounds (see above):
+    arguments ``(*prefix, *batch)`` uint32 Montgomery (every prefix ends with
+    the L limbs), batch shapes broadcast; returns the outputs (a tuple if
+    more than one).  Raises ``NotRoundFormula`` when called if the formula
+    selects, compares or loops."""
+    in_prefixes = [tuple(q) for q in in_prefixes]
+    out_prefixes = [tuple(q) for q in out_prefixes]
+
+    def f(*args):
+        args = [jnp.asarray(a) for a in args]
+        for a, pre in zip(args, in_prefixes):
+            if a.dtype != jnp.uint32 or tuple(a.shape[:len(pre)]) != pre:
+                raise ValueError(f"{name}: expected uint32 {pre + ('...',)}, got {a.dtype} {a.shape}")
+        plan = record_rounds(formula, in_prefixes, out_prefixes, p)
+        batch = jnp.broadcast_shapes(*[a.shape[len(pre):] for a, pre in zip(args, in_prefixes)])
+        rows = [jnp.moveaxis(_broadcast(a, pre, batch).reshape((-1, pre[-1]) + batch), 1, 0)
+                for a, pre in zip(args, in_prefixes)]
+        out = run_rounds(plan, jnp.concatenate(rows, axis=1), config)
+        res, i = [], 0
+        for pre in out_prefixes:
+            k = math.prod(pre[:-1])
+            res.append(jnp.moveaxis(out[:, i:i + k], 0, 1).reshape(pre + batch))
+            i += k
+        return res[0] if len(res) == 1 else tuple(res)
+
+    f.__name__ = name
+    return f
+
+
+def dispatch_rounds(formula, in_prefixes, out_prefixes, p: int, config: KernelConfig, kernel,
+                    rounds: str = "cuda", name: str = "formula"):
+    """``formula`` as product rounds on CUDA (rounds="cuda") or on every
+    platform (rounds="always"), else ``kernel`` (its elementwise kernel);
+    formulas that are not product rounds always use ``kernel``."""
+    if rounds not in ("cuda", "always"):
+        raise ValueError(f"rounds must be 'cuda' or 'always', got {rounds!r}")
+    f = product_rounds(formula, in_prefixes, out_prefixes, p, config, name)
+
+    def g(*args):
+        try:
+            if rounds == "always":
+                return f(*args)
+            if not (_has_cuda() or config.debug):
+                return kernel(*args)
+            return lax.platform_dependent(*args, default=kernel, cuda=f)
+        except NotRoundFormula:
+            return kernel(*args)
+
+    g.__name__ = name
+    return g
+
+
 # ---------------------------------------------------------------- array API
 @dataclasses.dataclass(frozen=True)
 class TowerField(FieldOps):
@@ -359,11 +673,14 @@ class TowerField(FieldOps):
     uint32 with coeff_shape (3, 2) for Fq6 and (2, 3, 2) for Fq12.  Host
     values are nested coefficient tuples of that shape (ints in [0, p)); a
     batch is a numpy object array ``(*batch, *coeff_shape)`` or nested lists.
-    Every device method is one jitted elementwise kernel."""
+    Every device method is jitted; on CUDA (``rounds="cuda"``) or everywhere
+    (``rounds="always"``) the product formulas run as product rounds, else
+    each method is one elementwise kernel."""
     name: str
     coeff_shape: tuple
     base_field: PrimeField = _Fq
     config: KernelConfig = TOWER_CONFIG
+    rounds: str = "cuda"
 
     def __repr__(self):
         return f"TowerField({self.name})"
@@ -442,6 +759,21 @@ class TowerField(FieldOps):
 
     def sqrt(self, a):
         raise NotImplementedError(f"{self.name}: square roots are not implemented")
+
+    def _ew(self, op, n_in, out="e", name=None, extra_in=()):
+        """Formulas with field-element outputs run as product rounds
+        (``product_rounds``) on CUDA (``rounds="cuda"``) or everywhere
+        (``rounds="always"``, for tests); elsewhere, and for formulas that
+        select, compare or loop (eq, is_zero, pow, sqrt), as one elementwise
+        kernel (on the CPU: one interpreter program, which XLA:CPU compiles
+        much faster than the rounds' array code)."""
+        kernel = super()._ew(op, n_in, out, name, extra_in)
+        if "b" in out:
+            return kernel
+        f = op if callable(op) else (lambda ar, *xs: getattr(self.lift(ar), op)(*xs))
+        outs = [tuple(self.prefix) if o == "e" else (self.L,) for o in out]
+        return dispatch_rounds(f, [tuple(self.prefix)] * n_in + list(extra_in), outs, self.p,
+                               self.config, kernel, self.rounds, name=f"{self.name}_{name or op}")
 
     def _only(self, degree: int, op: str):
         if len(self.coeff_shape) != (3 if degree == 12 else 2):

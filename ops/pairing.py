@@ -51,8 +51,8 @@ import numpy as np
 from jax import lax
 
 from ops.elementwise import elementwise
-from ops.field import FpArith, P_FQ
-from ops.fq12 import TOWER_CONFIG as CONFIG, Fq12
+from ops.field import Fq, FpArith, P_FQ
+from ops.fq12 import TOWER_CONFIG as CONFIG, Fq12, dispatch_rounds
 from ops.tower import Fp2Arith, Fq2
 
 X_ABS = 0xd201000000010000       # |x|, x the (negative) BLS12-381 seed
@@ -62,7 +62,7 @@ G1_AFF = (2, 12)
 G2_AFF = (2, 2, 12)
 G2_PROJ = (3, 2, 12)
 LINE = (3, 2, 12)
-MASK = (1,)                      # raw limb row: bit 0 set = skip this pair
+FQ = (12,)
 
 
 # ---------------------------------------------------------------- formula layer
@@ -117,43 +117,49 @@ class MillerArith:
                                          (theta, xq), (lam, yq)])
         return (X3, F2.sub(t, ey), Z3), (F2.sub(tx, ly), F2.neg(theta), lam)
 
-    def evaluate(self, coeffs, P, skip):
-        """The line (c0, c1·x_P, c2·y_P) as an 014 sparse Fq12 element; the
-        line 1 = (1, 0, 0) where ``skip`` (a pair with an identity point)."""
-        F2 = self.F2
+    def evaluate(self, coeffs, P, keep):
+        """The line (c0, c1·x_P, c2·y_P) as an 014 sparse Fq12 element where
+        ``keep`` = 1 (an Fq value), and the line 1 = (1, 0, 0) where keep = 0
+        (a pair with an identity point): (1 + (c0 − 1)·keep, c1·(x_P·keep),
+        c2·(y_P·keep)), products only, so no select."""
+        F2, F = self.F2, self.F2.base
         c0, c1, c2 = coeffs
-        line = (c0, F2.mul_base(c1, P[0]), F2.mul_base(c2, P[1]))
-        like = F2.like(c0)
-        one = (F2.one(like), F2.zero(like), F2.zero(like))
-        return tuple(F2.select(skip, o, l) for o, l in zip(one, line))
+        one = F2.one(F2.like(c0))
+        return (F2.add(one, F2.mul_base(F2.sub(c0, one), keep)),
+                F2.mul_base(c1, F.mul(P[0], keep)), F2.mul_base(c2, F.mul(P[1], keep)))
 
-    def double_line(self, T, P, mask):
+    def double_line(self, T, P, keep):
         T2, coeffs = self.double_step(T)
-        return T2, self.evaluate(coeffs, P, self.F2.base.scalar_bit(mask, 0))
+        return T2, self.evaluate(coeffs, P, keep)
 
-    def add_line(self, T, Q, P, mask):
+    def add_line(self, T, Q, P, keep):
         T2, coeffs = self.add_step(T, Q)
-        return T2, self.evaluate(coeffs, P, self.F2.base.scalar_bit(mask, 0))
+        return T2, self.evaluate(coeffs, P, keep)
 
 
-def _kernel(method, ins, outs):
+def _rounds(method, ins, outs, rounds: str = "cuda"):
+    """A Miller formula as product rounds on CUDA (``ops.fq12.dispatch_rounds``;
+    rounds="always": everywhere), else one elementwise kernel."""
     def formula(ar, *xs):
         return getattr(MillerArith(Fp2Arith(ar)), method)(*xs)
-    return elementwise(formula, ins, [(o, jnp.uint32) for o in outs], FpArith(P_FQ, CONFIG.unroll),
-                       CONFIG, name=f"miller_{method}")
+    outs = [(o, jnp.uint32) for o in outs]
+    kernel = elementwise(formula, ins, outs, FpArith(P_FQ, CONFIG.unroll), CONFIG,
+                         name=f"miller_{method}")
+    return dispatch_rounds(formula, ins, [o for o, _ in outs], P_FQ, CONFIG, kernel, rounds,
+                           name=f"miller_{method}")
 
 
 @jax.jit
-def double_line(T, P, mask):
-    """(2T, tangent line at T evaluated at P) — one kernel.  T ``(3, 2, 12, *b)``,
-    P ``(2, 12, *b)``, mask ``(1, *b)`` uint32 (1 = identity pair, line 1)."""
-    return _kernel("double_line", [G2_PROJ, G1_AFF, MASK], [G2_PROJ, LINE])(T, P, mask)
+def double_line(T, P, keep):
+    """(2T, tangent line at T evaluated at P) as product rounds.  T ``(3, 2, 12, *b)``,
+    P ``(2, 12, *b)``, keep ``(12, *b)`` Fq (0 = identity pair, line 1; else 1)."""
+    return _rounds("double_line", [G2_PROJ, G1_AFF, FQ], [G2_PROJ, LINE])(T, P, keep)
 
 
 @jax.jit
-def add_line(T, Q, P, mask):
-    """(T + Q, chord line through T and Q evaluated at P) — one kernel."""
-    return _kernel("add_line", [G2_PROJ, G2_AFF, G1_AFF, MASK], [G2_PROJ, LINE])(T, Q, P, mask)
+def add_line(T, Q, P, keep):
+    """(T + Q, chord line through T and Q evaluated at P) as product rounds."""
+    return _rounds("add_line", [G2_PROJ, G2_AFF, G1_AFF, FQ], [G2_PROJ, LINE])(T, Q, P, keep)
 
 
 # ---------------------------------------------------------------- Miller loop
@@ -211,7 +217,7 @@ def _multi_miller_loop(P, Q):
     Q ``(2, 2, 12, k, *batch)``."""
     k, batch = P.shape[2], P.shape[3:]
     skip = jnp.all(P == 0, axis=(0, 1)) | jnp.all(Q == 0, axis=(0, 1, 2))
-    mask = skip.astype(jnp.uint32)[None]                                         # (1, k, *batch)
+    keep = jnp.where(skip, Fq.zeros(skip.shape), Fq.ones(skip.shape))           # (12, k, *batch)
     T = jnp.stack([Q[0], Q[1], Fq2.ones((k,) + batch)])                        # (3, 2, 12, k, *batch)
 
     def fold(f, line):
@@ -223,8 +229,8 @@ def _multi_miller_loop(P, Q):
     def step(carry, is_add):
         f, T = carry
         f = lax.cond(is_add, lambda f: f, Fq12.square, f)
-        T, line = lax.cond(is_add, lambda T: add_line(T, Q, P, mask),
-                           lambda T: double_line(T, P, mask), T)
+        T, line = lax.cond(is_add, lambda T: add_line(T, Q, P, keep),
+                           lambda T: double_line(T, P, keep), T)
         return (fold(f, line), T), None
 
     (f, _), _ = lax.scan(step, (Fq12.ones(batch), T), jnp.asarray(_loop_steps(X_ABS)))

@@ -91,7 +91,7 @@ def _debug_pairing():
         pairing.CONFIG, pairing.Fq12 = saved
 
 
-def pairing_op_counts(lanes: int = 3) -> dict:
+def pairing_op_counts(lanes: int = 3, programs=("pairing", "pairing_product_is_one")) -> dict:
     """name -> op count of every Triton kernel in the CUDA lowering of
     ``pairing`` (Miller loop + final exponentiation) and of the Groth16-shaped
     ``pairing_product_is_one`` (4 pairs) on ``lanes`` lanes.  Use a lane count
@@ -104,12 +104,13 @@ def pairing_op_counts(lanes: int = 3) -> dict:
         progs = {"pairing": (lambda p, q: pr.pairing(p, q), (P, Q)),
                  "pairing_product_is_one": (
                      lambda p, q: pr.pairing_product_is_one([p] * 4, [q] * 4), (P, Q))}
-        for prog, (fn, shapes) in progs.items():
+        for prog in programs:
+            fn, shapes = progs[prog]
             buf = io.StringIO()
             with contextlib.redirect_stdout(buf):
                 jax.jit(fn).trace(*shapes).lower(lowering_platforms=("cuda",))
             for i, ir in enumerate(buf.getvalue().split("The Triton module")[1:]):
-                name = re.search(r"tt.func (?:public )?@(\S+)", ir)
+                name = re.search(r"tt.func (?:public )?@([\w$.]+)", ir)
                 key = f"{prog}/{i}:{name.group(1) if name else '?'}"
                 out[key] = len(re.findall(r"= (?:\"?)([a-z_]+\.[a-z_.]+)", ir))
     return out

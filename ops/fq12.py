@@ -534,8 +534,9 @@ def _lincomb(state, idx, coef, p: int):
     """Rows Σ_j coef[i, j]·state[:, idx[i, j]] mod p: state ``(L, S, *b)``
     canonical uint32 -> ``(L, m, *b)``.  Exact: the signed sum plus N·p
     (N = the sum of the negative coefficients' sizes) is formed per limb in
-    int64, carried into L + 1 limbs (a value in [0, K·p), K = Σ|coef|), and
-    reduced by conditional subtraction of 2^j·p for j = ⌈log₂K⌉−1, …, 0."""
+    int64, carried into L + 1 limbs (a value in [0, K·p], K = Σ|coef|; K·p
+    itself for −0), and reduced by conditional subtraction of 2^j·p for
+    j = s−1, …, 0, s the bit length of K."""
     L = state.shape[0]
     if np.all((coef == 1).sum(1) == 1) and np.all((coef != 0).sum(1) == 1):
         return state[:, idx[np.arange(len(idx)), np.argmax(coef, 1)]]       # plain copies
@@ -554,7 +555,7 @@ def _lincomb(state, idx, coef, p: int):
             limbs.append(t & mask)
             carry = t >> 32
         limbs.append(carry)
-        steps = max(k_max - 1, 0).bit_length()
+        steps = k_max.bit_length()               # v <= K·p < 2^steps·p
         qs = jnp.asarray(np.array([to_limbs(p << j, L + 1) for j in reversed(range(steps))],
                                   np.int64).reshape(steps, L + 1))
 

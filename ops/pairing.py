@@ -19,22 +19,23 @@ Hayashida–Hayasaka–Teruya (eprint 2020/875), exponent
 3·Φ₁₂(p)/r = (x−1)²(x+p)(x²+p²−1) + 3, with five exponentiations by x in the
 cyclotomic subgroup (Granger–Scott squarings).
 
-Kernels and loops.  Every formula is one elementwise kernel of medium size
-(Fq12 square, doubling step + line, addition step + line, sparse line
-product, Fq12 product, cyclotomic square, Frobenius, conjugate, inverse);
-the Miller loop is one ``lax.scan`` over the fixed step pattern (a
-``lax.cond`` picks the doubling or the addition step), and the final
-exponentiation is a straight-line Fq12 program (``FINAL_EXP_PROGRAM``, 363
-steps) run by one ``lax.fori_loop`` over a ``lax.switch`` of its six kernels.
-So each kernel appears once per compiled program: on the GPU each is one
-Pallas kernel compiled once, on the CPU the register-machine interpreter is
-compiled once per kernel.  Measured on the 2-core CPU box (batch 2, trace +
-XLA compile): this Miller loop 7.8 + 4.8 s (a fori_loop over the bits with
-the addition step under a cond: 7.0 + 6.5 s; a static Python loop over the
-steps: 5.2 + 47.6 s for the first 19 of its 68 steps), this final
-exponentiation 10.0 + 6.7 s (written out with five fori_loop exponentiations
-by x: 8.7 + 26.8 s; as one formula, ~140 s of tracing).  Most of the trace
-time on the CPU is Pallas tracing the kernels' GPU branch.
+Kernels and loops.  Each formula (Fq12 square, doubling step + line,
+addition step + line, sparse line product, Fq12 product, cyclotomic square,
+Frobenius, conjugate, inverse) is one call of ``ops.fq12.dispatch_rounds``:
+on CUDA it runs as product rounds (small-integer linear maps in XLA between
+rounds of stacked Fq products, every product in the same 861-op Pallas
+kernel; ``python -m bench.kernel_size --pairing`` lists them), elsewhere as
+one interpreter program per formula.  The Miller loop is one ``lax.scan``
+over the fixed step pattern (a ``lax.cond`` picks the doubling or the
+addition step), and the final exponentiation is a straight-line Fq12
+program (``FINAL_EXP_PROGRAM``, 363 steps) run by one ``lax.fori_loop`` over
+a ``lax.switch`` of its six formulas, so each formula appears once per
+compiled program.  Measured on the 2-core CPU box (batch 2, trace + XLA
+compile, before product rounds): this Miller loop 7.8 + 4.8 s (a fori_loop
+over the bits with the addition step under a cond: 7.0 + 6.5 s; a static
+Python loop over the steps: 5.2 + 47.6 s for the first 19 of its 68 steps),
+this final exponentiation 10.0 + 6.7 s (written out with five fori_loop
+exponentiations by x: 8.7 + 26.8 s; as one formula, ~140 s of tracing).
 
 Arrays: P affine G1 ``(2, 12, *batch)``, Q affine G2 ``(2, 2, 12, *batch)``
 (``ops.curve`` layouts, (0, 0) = identity); GT / Miller-loop values are Fq12

@@ -292,11 +292,17 @@ class Fp12Arith:
         return (F6.mul(a[0], t), F6.neg(F6.mul(a[1], t)))
 
     def frobenius(self, a, k: int):
-        """a^(p^k): Fq6 Frobenius of both halves, the w half times γ_w."""
-        F6 = self.F6
-        gw = frobenius_coeffs(self.p, k % 12)[2]
-        c1 = F6.frobenius(a[1], k)
-        return (F6.frobenius(a[0], k), tuple(_mul_fp2_const(self.F2, x, gw) for x in c1))
+        """a^(p^k): the Fq6 Frobenius of both halves, the w half times γ_w;
+        each Fq2 coefficient is multiplied once, by its combined constant
+        (1, γ_v, γ_v²)·(1 or γ_w), so the products form one independent group."""
+        F2, p = self.F2, self.p
+        gv, gv2 = frobenius_coeffs(p, k % 6)[:2]
+        gw = frobenius_coeffs(p, k % 12)[2]
+        consts = ((1, 0), gv, gv2)
+        return tuple(tuple(_mul_fp2_const(F2, F2.conj(x) if k % 2 else x,
+                                          _f2mul(c, gw, p) if j else c)
+                           for x, c in zip(half, consts))
+                     for j, half in enumerate(a))
 
     def cyclotomic_sqr(self, a):
         """a² for a in the cyclotomic subgroup (a^(p⁶+1) = 1), Granger–Scott:

@@ -44,6 +44,7 @@ arrays ``(2, 3, 2, 12, *batch)`` (``ops.fq12``).  Batch shapes broadcast.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from typing import Sequence
 
 import jax
@@ -150,17 +151,23 @@ def _rounds(method, ins, outs, rounds: str = "cuda"):
                            name=f"miller_{method}")
 
 
-@jax.jit
-def double_line(T, P, keep):
-    """(2T, tangent line at T evaluated at P) as product rounds.  T ``(3, 2, 12, *b)``,
-    P ``(2, 12, *b)``, keep ``(12, *b)`` Fq (0 = identity pair, line 1; else 1)."""
-    return _rounds("double_line", [G2_PROJ, G1_AFF, FQ], [G2_PROJ, LINE])(T, P, keep)
+@functools.partial(jax.jit, static_argnames="rounds")
+def double_line(T, P, keep, rounds: str = "cuda"):
+    """(2T, tangent line at T evaluated at P).  T ``(3, 2, 12, *b)``, P
+    ``(2, 12, *b)``, keep ``(12, *b)`` Fq (0 = identity pair, line 1; else 1)."""
+    return _rounds("double_line", [G2_PROJ, G1_AFF, FQ], [G2_PROJ, LINE], rounds)(T, P, keep)
 
 
-@jax.jit
-def add_line(T, Q, P, keep):
-    """(T + Q, chord line through T and Q evaluated at P) as product rounds."""
-    return _rounds("add_line", [G2_PROJ, G2_AFF, G1_AFF, FQ], [G2_PROJ, LINE])(T, Q, P, keep)
+@functools.partial(jax.jit, static_argnames="rounds")
+def add_line(T, Q, P, keep, rounds: str = "cuda"):
+    """(T + Q, chord line through T and Q evaluated at P)."""
+    return _rounds("add_line", [G2_PROJ, G2_AFF, G1_AFF, FQ], [G2_PROJ, LINE], rounds)(T, Q, P,
+                                                                                      keep)
+
+
+def _tower(rounds: str):
+    """Fq12 with the given product-rounds mode (``ops.fq12.TowerField.rounds``)."""
+    return Fq12 if rounds == Fq12.rounds else dataclasses.replace(Fq12, rounds=rounds)
 
 
 # ---------------------------------------------------------------- Miller loop
@@ -191,7 +198,7 @@ def _check_points(Ps, Qs):
                              f"{Q.dtype} {Q.shape}")
 
 
-def multi_miller_loop(Ps: Sequence, Qs: Sequence):
+def multi_miller_loop(Ps: Sequence, Qs: Sequence, rounds: str = "cuda"):
     """∏_i f_{x,Q_i}(P_i) (conjugated for x < 0), one shared f: k pairs cost
     one Fq12 squaring and k line products per step.  Ps: k arrays
     ``(2, 12, *b_i)``, Qs: k arrays ``(2, 2, 12, *b_i)``; the batch shapes
@@ -203,7 +210,7 @@ def multi_miller_loop(Ps: Sequence, Qs: Sequence):
     batch = jnp.broadcast_shapes(*[P.shape[2:] for P in Ps], *[Q.shape[3:] for Q in Qs])
     P = jnp.stack([_broadcast(x, G1_AFF, batch) for x in Ps], axis=2)   # (2, 12, k, *batch)
     Q = jnp.stack([_broadcast(x, G2_AFF, batch) for x in Qs], axis=3)   # (2, 2, 12, k, *batch)
-    return _multi_miller_loop(P, Q)
+    return _multi_miller_loop(P, Q, rounds)
 
 
 def _broadcast(x, pre: tuple, batch: tuple):
@@ -212,35 +219,36 @@ def _broadcast(x, pre: tuple, batch: tuple):
     return jnp.broadcast_to(x.reshape(pre + (1,) * (len(batch) - len(b)) + b), pre + batch)
 
 
-@jax.jit
-def _multi_miller_loop(P, Q):
+@functools.partial(jax.jit, static_argnums=2)
+def _multi_miller_loop(P, Q, rounds):
     """The loop over pairs stacked on axis ``k``: P ``(2, 12, k, *batch)``,
     Q ``(2, 2, 12, k, *batch)``."""
     k, batch = P.shape[2], P.shape[3:]
+    F12 = _tower(rounds)
     skip = jnp.all(P == 0, axis=(0, 1)) | jnp.all(Q == 0, axis=(0, 1, 2))
     keep = jnp.where(skip, Fq.zeros(skip.shape), Fq.ones(skip.shape))           # (12, k, *batch)
     T = jnp.stack([Q[0], Q[1], Fq2.ones((k,) + batch)])                        # (3, 2, 12, k, *batch)
 
     def fold(f, line):
         if k == 1:
-            return Fq12.mul_by_014(f, line[:, :, :, 0])
-        return lax.fori_loop(0, k, lambda j, f: Fq12.mul_by_014(
+            return F12.mul_by_014(f, line[:, :, :, 0])
+        return lax.fori_loop(0, k, lambda j, f: F12.mul_by_014(
             f, lax.dynamic_index_in_dim(line, j, axis=3, keepdims=False)), f)
 
     def step(carry, is_add):
         f, T = carry
-        f = lax.cond(is_add, lambda f: f, Fq12.square, f)
-        T, line = lax.cond(is_add, lambda T: add_line(T, Q, P, keep),
-                           lambda T: double_line(T, P, keep), T)
+        f = lax.cond(is_add, lambda f: f, F12.square, f)
+        T, line = lax.cond(is_add, lambda T: add_line(T, Q, P, keep, rounds),
+                           lambda T: double_line(T, P, keep, rounds), T)
         return (fold(f, line), T), None
 
-    (f, _), _ = lax.scan(step, (Fq12.ones(batch), T), jnp.asarray(_loop_steps(X_ABS)))
-    return Fq12.conjugate(f) if X_IS_NEGATIVE else f
+    (f, _), _ = lax.scan(step, (F12.ones(batch), T), jnp.asarray(_loop_steps(X_ABS)))
+    return F12.conjugate(f) if X_IS_NEGATIVE else f
 
 
-def miller_loop(P, Q):
+def miller_loop(P, Q, rounds: str = "cuda"):
     """f_{x,Q}(P) for one pair per lane: P ``(2, 12, *b)``, Q ``(2, 2, 12, *b)``."""
-    return multi_miller_loop([P], [Q])
+    return multi_miller_loop([P], [Q], rounds)
 
 
 # ---------------------------------------------------------------- final exponentiation
@@ -298,25 +306,26 @@ def _final_exp_program() -> np.ndarray:
 FINAL_EXP_PROGRAM = _final_exp_program()
 
 
-def final_exponentiation(f):
+def final_exponentiation(f, rounds: str = "cuda"):
     """f^(3(p¹²−1)/r) for Fq12 arrays ``(2, 3, 2, 12, *batch)`` (arkworks' and
     blst's exponent); 0 maps to 0.  One fori_loop over ``FINAL_EXP_PROGRAM``."""
     f = jnp.asarray(f)
     if f.shape[:4] != Fq12.prefix or f.dtype != jnp.uint32:
         raise ValueError(f"final_exponentiation: expected uint32 Fq12 (2, 3, 2, 12, *batch), got "
                          f"{f.dtype} {f.shape}")
-    return _final_exponentiation(f)
+    return _final_exponentiation(f, rounds)
 
 
-@jax.jit
-def _final_exponentiation(f):
+@functools.partial(jax.jit, static_argnums=1)
+def _final_exponentiation(f, rounds):
+    F12 = _tower(rounds)
     branches = [
-        lambda a, b: Fq12.mul(a, b),
-        lambda a, b: Fq12.cyclotomic_square(a),
-        lambda a, b: Fq12.conjugate(a),
-        lambda a, b: Fq12.frobenius(a, 1),
-        lambda a, b: Fq12.frobenius(a, 2),
-        lambda a, b: Fq12.inv(a),
+        lambda a, b: F12.mul(a, b),
+        lambda a, b: F12.cyclotomic_square(a),
+        lambda a, b: F12.conjugate(a),
+        lambda a, b: F12.frobenius(a, 1),
+        lambda a, b: F12.frobenius(a, 2),
+        lambda a, b: F12.inv(a),
     ]
     prog = jnp.asarray(FINAL_EXP_PROGRAM)
     regs = jnp.zeros((5,) + f.shape, jnp.uint32).at[0].set(f)
@@ -331,16 +340,19 @@ def _final_exponentiation(f):
 
 
 # ---------------------------------------------------------------- pairings
-def pairing(P, Q):
+def pairing(P, Q, rounds: str = "cuda"):
     """e(P, Q) per lane: P ``(2, 12, *b)`` G1 affine, Q ``(2, 2, 12, *b)`` G2
     affine -> GT ``(2, 3, 2, 12, *batch)``.  (The two jitted halves are
-    compiled separately, so other pairing functions reuse them.)"""
-    return final_exponentiation(miller_loop(P, Q))
+    compiled separately, so other pairing functions reuse them.)  rounds:
+    where the formulas run as product rounds, "cuda" (the GPU path; the CPU
+    runs one interpreter program per formula) or "always" (tests: the GPU's
+    computation on any device)."""
+    return final_exponentiation(miller_loop(P, Q, rounds), rounds)
 
 
-def pairing_product_is_one(Ps: Sequence, Qs: Sequence):
+def pairing_product_is_one(Ps: Sequence, Qs: Sequence, rounds: str = "cuda"):
     """∏_i e(P_i, Q_i) == 1 per lane (one shared Miller loop, one final
     exponentiation): the Groth16 check e(A, B)·e(−α, β)·e(−L, γ)·e(−C, δ) = 1.
     Returns bool ``batch``."""
-    g = final_exponentiation(multi_miller_loop(Ps, Qs))
+    g = final_exponentiation(multi_miller_loop(Ps, Qs, rounds), rounds)
     return jnp.all(g == Fq12.ones(g.shape[4:]), axis=(0, 1, 2, 3))

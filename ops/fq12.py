@@ -580,17 +580,20 @@ def _lincomb(state, idx, coef, p: int):
 
 def _products(a, b, p: int, config: KernelConfig):
     """Montgomery products of Fq rows ``(L, K, *b)``: one Pallas kernel on
-    CUDA, the interpreter's lazy-column product (plain XLA) elsewhere."""
+    CUDA (and in interpret mode), the interpreter's lazy-column product (plain
+    XLA) elsewhere."""
     ar = FpArith(p, config.unroll)
 
     def cpu(a, b):
         with x64():
             return _mont_mul(a.reshape(ar.L, -1), b.reshape(ar.L, -1), ar.pl, ar.n0).reshape(a.shape)
 
-    if not (_has_cuda() or config.debug):
-        return cpu(a, b)
     kernel = elementwise(lambda r, x, y: r.mul(x, y), [(ar.L,)] * 2, [((ar.L,), jnp.uint32)], ar,
                          config, name="Fq_products")
+    if config.interpret:                         # tests: the Pallas kernel on any backend
+        return kernel(a, b)
+    if not (_has_cuda() or config.debug):
+        return cpu(a, b)
     return lax.platform_dependent(a, b, default=cpu, cuda=kernel)
 
 

@@ -655,20 +655,21 @@ def product_rounds(formula, in_prefixes, out_prefixes, p: int, config: KernelCon
 
 def dispatch_rounds(formula, in_prefixes, out_prefixes, p: int, config: KernelConfig, kernel,
                     rounds: str = "cuda", name: str = "formula"):
-    """``formula`` as product rounds on CUDA (rounds="cuda") or on every
-    platform (rounds="always"), else ``kernel`` (its elementwise kernel);
-    formulas that are not product rounds always use ``kernel``."""
+    """``formula`` as product rounds in a process with a CUDA backend
+    (rounds="cuda"; every product then picks its Pallas kernel or plain XLA
+    when lowered, and the big elementwise kernel is never traced) or always
+    (rounds="always"), else ``kernel`` (its elementwise kernel: on the CPU one
+    interpreter program, which XLA:CPU compiles much faster than the rounds'
+    array code); formulas that are not product rounds always use ``kernel``."""
     if rounds not in ("cuda", "always"):
         raise ValueError(f"rounds must be 'cuda' or 'always', got {rounds!r}")
     f = product_rounds(formula, in_prefixes, out_prefixes, p, config, name)
 
     def g(*args):
+        if not (rounds == "always" or _has_cuda() or config.debug):
+            return kernel(*args)
         try:
-            if rounds == "always":
-                return f(*args)
-            if not (_has_cuda() or config.debug):
-                return kernel(*args)
-            return lax.platform_dependent(*args, default=kernel, cuda=f)
+            return f(*args)
         except NotRoundFormula:
             return kernel(*args)
 
@@ -683,7 +684,7 @@ class TowerField(FieldOps):
     uint32 with coeff_shape (3, 2) for Fq6 and (2, 3, 2) for Fq12.  Host
     values are nested coefficient tuples of that shape (ints in [0, p)); a
     batch is a numpy object array ``(*batch, *coeff_shape)`` or nested lists.
-    Every device method is jitted; on CUDA (``rounds="cuda"``) or everywhere
+    Every device method is jitted; with CUDA (``rounds="cuda"``) or always
     (``rounds="always"``) the product formulas run as product rounds, else
     each method is one elementwise kernel."""
     name: str
@@ -772,7 +773,7 @@ class TowerField(FieldOps):
 
     def _ew(self, op, n_in, out="e", name=None, extra_in=()):
         """Formulas with field-element outputs run as product rounds
-        (``product_rounds``) on CUDA (``rounds="cuda"``) or everywhere
+        (``product_rounds``) with CUDA (``rounds="cuda"``) or always
         (``rounds="always"``, for tests); elsewhere, and for formulas that
         select, compare or loop (eq, is_zero, pow, sqrt), as one elementwise
         kernel (on the CPU: one interpreter program, which XLA:CPU compiles

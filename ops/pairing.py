@@ -22,7 +22,7 @@ cyclotomic subgroup (Granger–Scott squarings).
 Kernels and loops.  Each formula (Fq12 square, doubling step + line,
 addition step + line, sparse line product, Fq12 product, cyclotomic square,
 Frobenius, conjugate, inverse) is one call of ``ops.fq12.dispatch_rounds``:
-on CUDA it runs as product rounds (small-integer linear maps in XLA between
+with CUDA it runs as product rounds (small-integer linear maps in XLA between
 rounds of stacked Fq products, every product in the same 861-op Pallas
 kernel; ``python -m bench.kernel_size --pairing`` lists them), elsewhere as
 one interpreter program per formula.  The Miller loop is one ``lax.scan``
@@ -140,8 +140,9 @@ class MillerArith:
 
 
 def _rounds(method, ins, outs, rounds: str = "cuda"):
-    """A Miller formula as product rounds on CUDA (``ops.fq12.dispatch_rounds``;
-    rounds="always": everywhere), else one elementwise kernel."""
+    """A Miller formula as product rounds in a process with CUDA
+    (``ops.fq12.dispatch_rounds``; rounds="always": always), else one
+    elementwise kernel."""
     def formula(ar, *xs):
         return getattr(MillerArith(Fp2Arith(ar)), method)(*xs)
     outs = [(o, jnp.uint32) for o in outs]
@@ -344,9 +345,9 @@ def pairing(P, Q, rounds: str = "cuda"):
     """e(P, Q) per lane: P ``(2, 12, *b)`` G1 affine, Q ``(2, 2, 12, *b)`` G2
     affine -> GT ``(2, 3, 2, 12, *batch)``.  (The two jitted halves are
     compiled separately, so other pairing functions reuse them.)  rounds:
-    where the formulas run as product rounds, "cuda" (the GPU path; the CPU
-    runs one interpreter program per formula) or "always" (tests: the GPU's
-    computation on any device)."""
+    where the formulas run as product rounds: "cuda" (in a process with a CUDA
+    backend; without one, one interpreter program per formula) or "always"
+    (tests: the GPU's computation on the CPU)."""
     return final_exponentiation(miller_loop(P, Q, rounds), rounds)
 
 

@@ -28,6 +28,11 @@ Formula layer: ``Fp6Arith`` (values are triples of Fq2 values) and
   easy part of the final exponentiation), viewing Fq12 as Fq4³ with
   Fq4 = Fq2[y]/(y² − ξ), y = w³; 6 Fq2 products.
 
+Product rounds (``product_rounds``, the GPU path): a formula recorded with
+symbolic values runs as rounds of independent Fq products, all in one small
+Pallas kernel over a stacked batch, between small-integer linear maps done
+in XLA, so no kernel grows with the formula (Pallas' compile time does).
+
 Array API: ``Fq6`` and ``Fq12`` (``TowerField``), arrays of shape
 ``(3, 2, 12, *batch)`` and ``(2, 3, 2, 12, *batch)`` uint32 (coefficient axes
 first, then the Montgomery limbs); host values are nested coefficient tuples
@@ -603,10 +608,9 @@ def _inverses(a, p: int, config: KernelConfig):
                        name="Fq_inverses")(a)
 
 
-def run_rounds(plan: RoundPlan, inputs: list, config: KernelConfig):
-    """Execute ``plan`` on input rows ``(L, n_in, *batch)`` -> outputs
-    ``(L, n_out, *batch)``."""
-    x = inputs
+def run_rounds(plan: RoundPlan, x, config: KernelConfig):
+    """Execute ``plan`` on the input rows x ``(L, n_in, *batch)`` -> output
+    rows ``(L, n_out, *batch)``."""
     L, batch = x.shape[0], x.shape[2:]
     if len(plan.consts):
         c = jnp.asarray(plan.consts.T).reshape((L, len(plan.consts)) + (1,) * len(batch))

@@ -52,7 +52,6 @@ from jax import lax
 
 from ops.elementwise import KernelConfig, _broadcast, _flat, _has_cuda, _nest, elementwise, x64
 from ops.field import FieldOps, FpArith, Fq as _Fq, PrimeField, pow_by_constant
-from ops.interpret import _mont_mul
 from ops.limbs import Unroll, to_limbs
 from ops.tower import Fp2Arith
 
@@ -584,22 +583,11 @@ def _lincomb(state, idx, coef, p: int):
 
 
 def _products(a, b, p: int, config: KernelConfig):
-    """Montgomery products of Fq rows ``(L, K, *b)``: one Pallas kernel on
-    CUDA (and in interpret mode), the interpreter's lazy-column product (plain
-    XLA) elsewhere."""
+    """Montgomery products of Fq rows ``(L, K, *b)``: one elementwise kernel
+    (a Pallas kernel on CUDA, the interpreter elsewhere)."""
     ar = FpArith(p, config.unroll)
-
-    def cpu(a, b):
-        with x64():
-            return _mont_mul(a.reshape(ar.L, -1), b.reshape(ar.L, -1), ar.pl, ar.n0).reshape(a.shape)
-
-    kernel = elementwise(lambda r, x, y: r.mul(x, y), [(ar.L,)] * 2, [((ar.L,), jnp.uint32)], ar,
-                         config, name="Fq_products")
-    if config.interpret:                         # tests: the Pallas kernel on any backend
-        return kernel(a, b)
-    if not (_has_cuda() or config.debug):
-        return cpu(a, b)
-    return lax.platform_dependent(a, b, default=cpu, cuda=kernel)
+    return elementwise(lambda r, x, y: r.mul(x, y), [(ar.L,)] * 2, [((ar.L,), jnp.uint32)], ar,
+                       config, name="Fq_products")(a, b)
 
 
 def _inverses(a, p: int, config: KernelConfig):

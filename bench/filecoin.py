@@ -14,7 +14,12 @@ winning-post, window-post, porep, snap; sizes of ``circuits.filecoin.sizes``):
    of A, B, C; the rows are checked against the estimate) and **extract** its
    PCE (seconds, device bytes of the matrices); a ``.circuit`` record is
    written here, so a later failure still leaves these numbers.
-   ``--record-only`` stops here (the large sizes);
+   ``--record-only`` stops here (the large sizes).  ``--circuit-dir DIR``
+   stores the circuit and its matrices under DIR and later runs load them
+   instead (``r1cs_load_s`` / ``pce_load_s`` instead of ``record_s`` /
+   ``extract_s``): a 32GiB partition (155 s of recording, 112 s of
+   extraction on the H200's host) is recorded in one process and proved in
+   the next;
 3. with the exact counts, the device peak of setup and proving is estimated
    again (keys, matrices, NTT buffers, ``ops.msm.working_set_bytes`` of the
    largest MSM) and the case is skipped if it cannot fit;
@@ -52,6 +57,8 @@ topology name says ``-c<N>``).
     python -m bench.filecoin --kinds winning-post,window-post,porep,snap --sizes 2KiB \\
         --save /tmp/fc --out bench/results/filecoin_h200.jsonl
     python -m bench.filecoin --kinds porep,window-post --sizes 32GiB --record-only
+    python -m bench.filecoin --kinds porep --sizes 32GiB --record-only --circuit-dir /tmp/fc32
+    python -m bench.filecoin --kinds porep --sizes 32GiB --circuit-dir /tmp/fc32 --cache
 
 Issue 6 asks, on the H200: per kind and size (2KiB, 8MiB, 512MiB, a full 32GiB
 PoRep partition and a full 32GiB WindowPoSt partition) extraction time and
@@ -334,16 +341,49 @@ def _nbytes(tree, device_only: bool = False) -> int:
                if isinstance(x, jax.Array) or (not device_only and hasattr(x, "nbytes")))
 
 
+def _circuit(spec, directory: str | None, rec: dict):
+    """(R1CS, Matrices) of ``spec``: recorded and extracted (``record_s``,
+    ``extract_s`` in ``rec``), or, with ``directory``, loaded from there
+    (``r1cs_load_s``, ``pce_load_s``) where an earlier run stored them
+    (``jaxprove.pce.get_or_record`` / ``get_or_extract``: atomic,
+    checksummed, keyed by the topology and the PCE version)."""
+    key = pce.cache_key(spec.topology)
+    t = time.perf_counter()
+    r1cs = pce.load_r1cs(directory, key + ".r1cs") if directory else None
+    if r1cs is not None:
+        rec["r1cs_load_s"] = time.perf_counter() - t
+        _say(f"loaded the recorded circuit from {directory} in {rec['r1cs_load_s']:.1f} s")
+    else:
+        r1cs = spec.record()
+        rec["record_s"] = time.perf_counter() - t
+        _say(f"recorded {r1cs.num_rows:,} rows in {rec['record_s']:.1f} s")
+        if directory:
+            pce.save_r1cs(r1cs, directory, key + ".r1cs")
+    t = time.perf_counter()
+    m = pce.load(directory, key) if directory else None
+    if m is not None:
+        rec["pce_load_s"] = time.perf_counter() - t
+    else:
+        m = jax.block_until_ready(pce.extract(r1cs))
+        rec["extract_s"] = time.perf_counter() - t
+        if directory:
+            pce.save(m, directory, key)
+    return r1cs, m
+
+
 def run_case(kind: str, size: str, reps: int = 5, env: dict | None = None,
              out: str | None = None, verify: bool = True, save: str | None = None,
              record_only: bool = False, challenges: int | None = None, seed: int = 0,
              force: bool = False, setup_seed: int | None = None,
-             msm_budget: int | None = None, keys_in_host: bool = False) -> Result:
+             msm_budget: int | None = None, keys_in_host: bool = False,
+             circuit_dir: str | None = None) -> Result:
     """Benchmark one partition of ``kind`` at ``size`` (module docstring) and
     emit its JSON records (to stdout, appended to ``out``).  Streaming mode
     (the engine's): ``msm_budget`` bytes per MSM call (bases in chunks),
     ``keys_in_host`` the proving key's point vectors in host memory.
-    ``setup_seed``: a seeded (insecure) setup, for tests."""
+    ``setup_seed``: a seeded (insecure) setup, for tests.  ``circuit_dir``:
+    keep the recorded circuit and its matrices there and reuse them (a
+    32GiB partition is recorded in one process, proved in the next)."""
     if reps < 1:
         raise ValueError(f"reps must be >= 1, got {reps}")
     env = environment() if env is None else env
@@ -367,14 +407,7 @@ def run_case(kind: str, size: str, reps: int = 5, env: dict | None = None,
         emit(rec, out)
         return Result(rec)
 
-    t = time.perf_counter()
-    r1cs = spec.record()
-    rec["record_s"] = time.perf_counter() - t
-    _say(f"recorded {r1cs.num_constraints + r1cs.num_inputs:,} rows in {rec['record_s']:.1f} s; "
-         f"extracting")
-    t = time.perf_counter()
-    m = jax.block_until_ready(pce.extract(r1cs))
-    rec["extract_s"] = time.perf_counter() - t
+    r1cs, m = _circuit(spec, circuit_dir, rec)
     bits = int(np.count_nonzero(np.asarray(m.bit_vars)))
     rec.update(rows=m.rows, constraints=m.num_constraints, num_inputs=m.num_inputs,
                num_aux=m.num_aux, num_vars=m.num_vars, bit_vars=bits, nnz=list(m.nnz),
@@ -385,7 +418,8 @@ def run_case(kind: str, size: str, reps: int = 5, env: dict | None = None,
     exact = plan(m.rows, m.num_vars, m.num_aux, m.num_vars - bits, m.nbytes, msm_budget,
                  keys_in_host)
     rec.update(exact.as_record("plan_"))
-    _say(f"extracted in {rec['extract_s']:.1f} s ({m.nbytes / 2**20:.1f} MiB of matrices)")
+    _say(f"matrices {'loaded' if 'pce_load_s' in rec else 'extracted'} in "
+         f"{rec.get('pce_load_s', rec.get('extract_s')):.1f} s ({m.nbytes / 2**20:.1f} MiB)")
     emit({**rec, "case": name + ".circuit"}, out)
     if record_only:
         return Result(rec)
@@ -512,6 +546,10 @@ def main(argv=None):
     ap.add_argument("--keys-in-host-memory", action="store_true",
                     help="streaming mode: the proving key's point vectors stay in host memory")
     ap.add_argument("--cache", action="store_true", help="persistent compilation cache")
+    ap.add_argument("--circuit-dir", default=None,
+                    help="store the recorded circuits and their matrices here and reuse them "
+                         "(record a 32GiB partition with --record-only in one process, prove "
+                         "it in the next)")
     a = ap.parse_args(argv)
     kinds = _names(a.kinds, KINDS, "kinds")
     sizes = _names(a.sizes, tuple(Z.SIZES), "sizes")
@@ -527,7 +565,8 @@ def main(argv=None):
     for size in sizes:
         for kind in kinds:
             run_case(kind, size, a.reps, env, a.out, not a.no_verify, a.save, a.record_only,
-                     a.challenges, a.seed, a.force, None, budget, a.keys_in_host_memory)
+                     a.challenges, a.seed, a.force, None, budget, a.keys_in_host_memory,
+                     a.circuit_dir)
 
 
 if __name__ == "__main__":

@@ -670,7 +670,10 @@ def load_keys(directory: str, key: str, device=None):
         raise ValueError(f"keys {key!r} in {directory}: {e}") from e
     if got is None:
         return None
-    arrays = got[0]
+    # keys saved from host memory (numpy) are stored as host arrays: put them on the device too
+    dev = device or jax.devices()[0]
+    arrays = {k: jax.device_put(v, dev) if isinstance(v, np.ndarray) else v
+              for k, v in got[0].items()}
     try:
         pk = ProvingKey(**{k: arrays[f"pk.{k}"] for k in ProvingKey._fields})
         vk = VerifyingKey(**{k: arrays[f"vk.{k}"] for k in VerifyingKey._fields})

@@ -27,7 +27,11 @@ arrays (orbax-checkpoint) and ``meta.json`` (format, ``VERSION``, key, static
 counts, and each array's shape, dtype and content checksum).  Written under a
 temporary name and renamed into place, so a reader sees a complete entry or
 none; ``load`` checks version, key, shapes and checksums and returns None on
-any mismatch, so ``get_or_extract`` re-extracts instead of using it.
+any mismatch, so ``get_or_extract`` re-extracts instead of using it.  The
+recorded ``R1CS`` itself (host arrays; what ``groth16.setup`` reads) is stored
+the same way by ``save_r1cs`` / ``load_r1cs`` / ``get_or_record``, so a
+circuit too large to record and set up in one sitting (a 32GiB PoRep
+partition: 155 s of recording, 11.8 GB of CSR) is recorded once.
 """
 from __future__ import annotations
 
@@ -43,6 +47,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from circuits import cs
 from jaxprove import store
 from ops import spmv
 from ops.field import Fr
@@ -294,3 +299,56 @@ def get_or_extract(r1cs_fn, key: str, directory: str, **block_args) -> Matrices:
         except OSError as e:
             log.warning("pce: could not store %s in %s (%s)", key, directory, e)
     return m
+
+
+# ---------------------------------------------------------------- recorded circuits
+R1CS_FORMAT = "jaxprove-r1cs"
+
+
+def save_r1cs(r1cs: cs.R1CS, directory: str, key: str) -> str:
+    """Store a recorded circuit under ``directory/key`` as host arrays
+    (``jaxprove.store``: atomic, checksummed); returns the entry's path."""
+    arrays = {f"{mat}__{f}": np.asarray(getattr(getattr(r1cs, mat), f))
+              for mat in ("a", "b", "c") for f in cs.CSR._fields}
+    arrays["coeffs"] = np.asarray([c.to_bytes(32, "little") for c in r1cs.coeffs],
+                                  np.dtype("V32")).view(np.uint8).reshape(-1, 32)
+    arrays["bit_vars"] = np.asarray(r1cs.bit_vars, bool)
+    static = {f: getattr(r1cs, f) for f in ("name", "num_inputs", "num_aux", "num_constraints")}
+    return store.save(directory, key, arrays, R1CS_FORMAT, VERSION, static)
+
+
+def load_r1cs(directory: str, key: str) -> cs.R1CS | None:
+    """The circuit stored under ``directory/key``, or None when there is no
+    entry or it is unusable (the reason logged, as ``load``)."""
+    try:
+        got = store.load(directory, key, R1CS_FORMAT, VERSION)
+        if got is None:
+            return None
+        arrays, static = got
+        csr = [cs.CSR(*(arrays[f"{mat}__{f}"] for f in cs.CSR._fields)) for mat in ("a", "b", "c")]
+        coeffs = tuple(int.from_bytes(bytes(row), "little") for row in arrays["coeffs"])
+        r = cs.R1CS(str(static["name"]), int(static["num_inputs"]), int(static["num_aux"]),
+                    int(static["num_constraints"]), *csr, coeffs, arrays["bit_vars"])
+        for mat, m in zip("abc", csr):
+            if m.indptr.shape != (r.num_rows + 1,) or m.indptr[-1] != m.cols.shape[0]:
+                raise ValueError(f"matrix {mat}: indptr does not fit {r.num_rows} rows")
+        return r
+    except Exception as e:  # noqa: BLE001 - any unusable entry means: record again
+        log.warning("r1cs cache entry %s is unusable (%s: %s); it will be recorded again",
+                    os.path.join(directory, key), type(e).__name__, e)
+        return None
+
+
+def get_or_record(record_fn, key: str, directory: str) -> cs.R1CS:
+    """The stored circuit for ``key``, or (no usable entry) ``record_fn()``,
+    saved under ``key`` and returned; a failed save is logged.  The key
+    must name the circuit's topology and the circuits' code version (as
+    ``cache_key``): an entry is never checked against the circuit code."""
+    r = load_r1cs(directory, key)
+    if r is None:
+        r = record_fn()
+        try:
+            save_r1cs(r, directory, key)
+        except OSError as e:
+            log.warning("pce: could not store the circuit %s in %s (%s)", key, directory, e)
+    return r

@@ -1,16 +1,20 @@
-"""Atomic, checksummed storage of named device arrays (orbax-checkpoint).
+"""Atomic, checksummed storage of named arrays: device arrays with
+orbax-checkpoint, host (numpy) arrays as ``.npy`` files.
 
-An entry is a directory ``directory/key`` holding the arrays (orbax's
-``StandardCheckpointer``) and ``meta.json``: format name, format version,
-key, caller metadata, and each array's shape, dtype and content checksum.
+An entry is a directory ``directory/key`` holding the device arrays (orbax's
+``StandardCheckpointer``), the host arrays (``host/NAME.npy``, restored as
+numpy arrays whatever their dtype, int64 included) and ``meta.json``: format
+name, format version, key, caller metadata, and each array's shape, dtype,
+placement and content checksum.
 ``save`` writes everything under a temporary name and renames it into place
 (removing the temporary on any failure), so readers see a complete entry or
 none; ``load`` checks format, version, key, shapes, dtypes and checksums and
 raises ``ValueError`` naming the first mismatch.  Used by ``jaxprove.pce``
-(matrices) and ``jaxprove.groth16`` (keys).
+(matrices, recorded circuits) and ``jaxprove.groth16`` (keys).
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import os
@@ -24,6 +28,7 @@ import orbax.checkpoint as ocp
 
 META = "meta.json"
 ARRAYS = "arrays"
+HOST = "host"
 
 
 def _fmix(h):
@@ -48,6 +53,11 @@ def _digest(x):
 
 
 def checksum(x) -> str:
+    """Content checksum: of a device array on its device (``_digest``), of a
+    numpy array on the host (BLAKE2b of its bytes, any dtype)."""
+    if isinstance(x, np.ndarray):
+        return "b2:" + hashlib.blake2b(memoryview(np.ascontiguousarray(x)).cast("B"),
+                                       digest_size=16).hexdigest()
     return "".join(f"{int(d):08x}" for d in np.asarray(_digest(x)))
 
 
@@ -69,8 +79,9 @@ def _read_arrays(path: str, abstract: dict) -> dict:
 
 
 def save(directory: str, key: str, arrays: dict, fmt: str, version: int, static: dict) -> str:
-    """Store ``arrays`` (name -> array) and ``static`` (JSON-able metadata)
-    under ``directory/key``, replacing any entry there; returns its path."""
+    """Store ``arrays`` (name -> array; numpy arrays are kept as host arrays)
+    and ``static`` (JSON-able metadata) under ``directory/key``, replacing any
+    entry there; returns its path."""
     os.makedirs(directory, exist_ok=True)
     final = os.path.join(directory, key)
     token = secrets.token_hex(6)
@@ -78,11 +89,20 @@ def save(directory: str, key: str, arrays: dict, fmt: str, version: int, static:
     old = os.path.join(directory, f".{key}.old-{token}")
     try:
         os.makedirs(tmp)
-        stored = {k: v for k, v in arrays.items() if v.size}       # orbax rejects empty arrays
+        host = {k: v for k, v in arrays.items() if isinstance(v, np.ndarray)}
+        stored = {k: v for k, v in arrays.items()
+                  if k not in host and v.size}                     # orbax rejects empty arrays
         if stored:
             _write_arrays(os.path.join(tmp, ARRAYS), stored)
+        if host:
+            os.makedirs(os.path.join(tmp, HOST))
+        for k, v in host.items():
+            with open(os.path.join(tmp, HOST, f"{k}.npy"), "wb") as f:
+                np.save(f, v, allow_pickle=False)
+                f.flush()
+                os.fsync(f.fileno())
         meta = {"format": fmt, "version": version, "key": key, "static": static,
-                "arrays": {k: {"shape": list(v.shape), "dtype": str(v.dtype),
+                "arrays": {k: {"shape": list(v.shape), "dtype": str(v.dtype), "host": k in host,
                                "checksum": checksum(v)} for k, v in arrays.items()}}
         with open(os.path.join(tmp, META), "w") as f:
             json.dump(meta, f, indent=1, sort_keys=True)
@@ -100,9 +120,10 @@ def save(directory: str, key: str, arrays: dict, fmt: str, version: int, static:
 
 
 def load(directory: str, key: str, fmt: str, version: int, device=None):
-    """(arrays, static) of the entry ``directory/key`` restored onto ``device``
-    (default: the first device); None if there is no entry; ValueError (or
-    an orbax/OS error) if the entry is unusable."""
+    """(arrays, static) of the entry ``directory/key``: device arrays restored
+    onto ``device`` (default: the first device), host arrays as numpy arrays;
+    None if there is no entry; ValueError (or an orbax/OS error) if the entry
+    is unusable."""
     path = os.path.join(directory, key)
     if not os.path.isdir(path):
         return None
@@ -114,13 +135,18 @@ def load(directory: str, key: str, fmt: str, version: int, device=None):
     if meta.get("key") != key:
         raise ValueError(f"entry is for key {meta.get('key')!r}")
     info = meta["arrays"]
-    sharding = jax.sharding.SingleDeviceSharding(device or jax.devices()[0])
     shape = {k: (tuple(v["shape"]), np.dtype(v["dtype"])) for k, v in info.items()}
-    abstract = {k: jax.ShapeDtypeStruct(s, d, sharding=sharding)
-                for k, (s, d) in shape.items() if math.prod(s)}
+    host = {k for k, v in info.items() if v.get("host")}
+    abstract = {}
+    if len(host) < len(info):
+        sharding = jax.sharding.SingleDeviceSharding(device or jax.devices()[0])
+        abstract = {k: jax.ShapeDtypeStruct(s, d, sharding=sharding)
+                    for k, (s, d) in shape.items() if k not in host and math.prod(s)}
     arrays = _read_arrays(os.path.join(path, ARRAYS), abstract) if abstract else {}
+    for k in host:
+        arrays[k] = np.load(os.path.join(path, HOST, f"{k}.npy"), allow_pickle=False)
     for k, (s, d) in shape.items():
-        if not math.prod(s):
+        if k not in host and not math.prod(s):
             arrays[k] = jax.device_put(jnp.zeros(s, d), sharding)
         if tuple(arrays[k].shape) != s or arrays[k].dtype != d:
             raise ValueError(f"array {k} restored as {arrays[k].dtype} {arrays[k].shape}")

@@ -32,6 +32,7 @@ import pytest
 from bench import filecoin as F
 from jaxprove import formats as FM
 from jaxprove import groth16 as G
+from jaxprove import pce
 
 # research/filecoin-circuits.md §1: constraints / public inputs (ONE excluded)
 PUBLISHED_2KIB = {"window-post": (21_866, 22), "winning-post": (90_750, 132),
@@ -63,6 +64,24 @@ def test_cli_record_only_counts_match_the_research_note(tmp_path):
         assert "setup_s" not in r and "skipped" not in r
         assert r["plan_key_bytes"] > 96 * 2 ** (r["domain_log"] - 1)    # H alone
     assert recs["window-post"]["domain_log"] == 15 and recs["winning-post"]["domain_log"] == 17
+
+
+def test_circuit_dir_stores_the_circuit_once(tmp_path):
+    """--circuit-dir: the first run records, extracts and stores; the next
+    loads the same circuit and matrices instead of recording them."""
+    out, d = tmp_path / "r.jsonl", str(tmp_path / "circuits")
+    args = ["--kinds", "window-post", "--sizes", "2KiB", "--challenges", "1", "--record-only",
+            "--circuit-dir", d, "--out", str(out)]
+    F.main(args)
+    F.main(args)
+    first, second = _records(out)
+    assert first["record_s"] > 0 and first["extract_s"] > 0 and "r1cs_load_s" not in first
+    assert second["r1cs_load_s"] > 0 and second["pce_load_s"] > 0
+    assert "record_s" not in second and "extract_s" not in second
+    same = ("rows", "constraints", "num_inputs", "num_aux", "bit_vars", "nnz", "matrices_bytes")
+    assert {k: first[k] for k in same} == {k: second[k] for k in same}
+    key = pce.cache_key(F.spec_for("window-post", "2KiB", 1).topology)
+    assert sorted(os.listdir(d)) == sorted([key, key + ".r1cs"])
 
 
 @pytest.mark.parametrize("kind", ["window-post", "porep", "snap"])

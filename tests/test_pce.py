@@ -441,6 +441,45 @@ def test_changed_array_content_is_detected(small, tmp_path):
     assert pce.load(str(tmp_path), "x") is None
 
 
+def assert_same_r1cs(x, y):
+    assert (x.name, x.num_inputs, x.num_aux, x.num_constraints, x.coeffs) == \
+        (y.name, y.num_inputs, y.num_aux, y.num_constraints, y.coeffs)
+    for mat in ("a", "b", "c"):
+        for f in cs.CSR._fields:
+            u, v = getattr(getattr(x, mat), f), getattr(getattr(y, mat), f)
+            assert isinstance(v, np.ndarray) and v.dtype == np.asarray(u).dtype
+            np.testing.assert_array_equal(u, v)
+    assert y.bit_vars.dtype == bool
+    np.testing.assert_array_equal(x.bit_vars, y.bit_vars)
+
+
+def test_r1cs_round_trip_and_damage(tmp_path):
+    """A recorded circuit (int64 CSR arrays, coefficients up to r − 1) comes
+    back identical, as host arrays; a damaged entry is recorded again."""
+    r1cs = random_r1cs(3)
+    assert r1cs.a.cols.dtype == np.int64 and max(r1cs.coeffs) > 2 ** 64
+    if R - 1 not in r1cs.coeffs:
+        r1cs = r1cs._replace(coeffs=r1cs.coeffs + (R - 1,))
+    fn = Counter(r1cs)
+    got = pce.get_or_record(fn, "rec", str(tmp_path))
+    again = pce.get_or_record(fn, "rec", str(tmp_path))               # stored: not recorded
+    assert fn.calls == 1
+    assert_same_r1cs(r1cs, got)
+    assert_same_r1cs(r1cs, again)
+    assert pce.load_r1cs(str(tmp_path), "other") is None
+    # one byte of the stored column ids changed, the metadata left alone
+    npy = tmp_path / "rec" / store.HOST / "b__cols.npy"
+    raw = bytearray(npy.read_bytes())
+    raw[-3] ^= 0x40
+    npy.write_bytes(bytes(raw))
+    assert pce.load_r1cs(str(tmp_path), "rec") is None
+    assert_same_r1cs(r1cs, pce.get_or_record(fn, "rec", str(tmp_path)))
+    assert fn.calls == 2
+    # an entry of the matrices' format under the circuit's key is not a circuit
+    pce.save(pce.extract(r1cs, **SMALL), str(tmp_path), "m")
+    assert pce.load_r1cs(str(tmp_path), "m") is None
+
+
 def test_interrupted_save_leaves_nothing_partial(small, tmp_path, monkeypatch):
     _, m = small
     pce.save(m, str(tmp_path), "kept")

@@ -5,14 +5,16 @@ seconds spent tracing the Python function (``Finished tracing NAME for
 jit``), lowering the jaxpr to an MLIR module (``Finished jaxpr to MLIR module
 conversion jit(NAME)``: the Pallas kernels' Triton IR is built here) and in
 XLA (``Finished XLA compilation of jit(NAME)``: a compile, or, after
-``Persistent compilation cache hit``, loading the cached executable).  This
+``Persistent compilation cache hit``, loading the cached executable; misses
+are logged with ``JAX_EXPLAIN_CACHE_MISSES=1``).  This
 reads such a log and prints one JSON record: per stage the total seconds,
 the cache hits and misses, and the programs that cost most.  It is how
 bench/NOTES.md hypothesis 23 (a restart with a warm cache still costs ~85 s
 per circuit) is tested:
 
-    JAX_LOG_COMPILES=1 python3 -m bench.groth16 --sizes 16 --cache 2> log1
-    JAX_LOG_COMPILES=1 python3 -m bench.groth16 --sizes 16 --cache 2> log2
+    export JAX_LOG_COMPILES=1 JAX_EXPLAIN_CACHE_MISSES=1
+    python3 -m bench.groth16 --sizes 16 --cache 2> log1
+    python3 -m bench.groth16 --sizes 16 --cache 2> log2
     python3 -m bench.compile_log log1 log2
 
 A jitted function called inside another one's trace is traced as part of
@@ -32,7 +34,7 @@ _PATTERNS = {
     "compile": re.compile(r"Finished XLA compilation of jit\((.+?)\) in ([0-9.eE+-]+) sec"),
 }
 _HIT = re.compile(r"Persistent compilation cache hit for '(?:jit_)?(.+?)'")
-_MISS = re.compile(r"Persistent compilation cache miss for '(?:jit_)?(.+?)'")
+_MISS = re.compile(r"Persistent compilation cache miss for '(?:jit_)?(.+?)'", re.IGNORECASE)
 
 
 def parse(lines) -> dict:

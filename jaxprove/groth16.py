@@ -361,6 +361,7 @@ def prove(pk: ProvingKey, matrices: pce.Matrices, w, seed: int | None = None,
     pad = [(0, 0)] * (a.ndim - 1) + [(0, m - matrices.rows)]
     a, b, c = (jnp.pad(x, pad) for x in (a, b, c))
     h = lap("ntt", _h_coefficients(a, b, c, domain or N.domain(log_m)))
+    del a, b, c              # not held through the MSMs: 3 vectors of the domain size
     r, s = _blinding(batch, seed)
     proof = prove_msms(pk, w, h, matrices.num_inputs, positions or msm_positions(matrices), r, s,
                        msm_config, lap)

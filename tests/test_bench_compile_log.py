@@ -41,7 +41,7 @@ def test_summary_of_hits_and_misses(tmp_path, capsys):
     log.write_text("\n".join([
         "Finished tracing prove_step for jit in 2.5 sec",
         "Finished jaxpr to MLIR module conversion jit(prove_step) in 1.25 sec",
-        "Persistent compilation cache miss for 'jit_prove_step' with key 'x'",
+        "PERSISTENT COMPILATION CACHE MISS for 'jit_prove_step' with key 'x'",
         "Finished XLA compilation of jit(prove_step) in 30.0 sec",
         "Finished tracing _msm for jit in 4.0 sec",
         "Finished jaxpr to MLIR module conversion jit(_msm) in 2.0 sec",

@@ -217,6 +217,17 @@ def test_streaming_prove_from_host_memory(circuit):
     assert all(np.array_equal(np.asarray(x), np.asarray(y)) for x, y in zip(again, proof))
 
 
+def test_setup_into_host_memory_gives_the_same_keys(circuit):
+    """setup(host=True) (the streaming key: queries written chunk by chunk into
+    numpy arrays) equals the device setup with the same toxic waste."""
+    r1cs, _, pk, vk, *_ = circuit
+    hpk, hvk = G.setup(r1cs, seed=1, host=True, chunk=8)
+    for f in ("a", "b_g1", "b_g2", "l", "h"):
+        assert isinstance(getattr(hpk, f), np.ndarray), f
+    for x, y in zip(pk + vk, hpk + hvk):
+        assert np.array_equal(np.asarray(x), np.asarray(y))
+
+
 def test_merged_msms_fall_back_to_chunks_within_a_budget(circuit):
     """Device bases with a budget below the merged passes' working set: each
     MSM runs alone in chunks (stages msm_a ... msm_h) and the proof verifies."""

@@ -345,20 +345,23 @@ def _circuit(spec, directory: str | None, rec: dict):
     """(R1CS, Matrices) of ``spec``: recorded and extracted (``record_s``,
     ``extract_s`` in ``rec``), or, with ``directory``, loaded from there
     (``r1cs_load_s``, ``pce_load_s``) where an earlier run stored them
-    (``jaxprove.pce.get_or_record`` / ``get_or_extract``: atomic,
-    checksummed, keyed by the topology and the PCE version)."""
+    (``jaxprove.pce``: atomic, checksummed entries keyed by the topology and
+    the PCE version).  ``extract_s`` is the extraction alone, so the matrices
+    are loaded, extracted and saved here rather than by ``pce.get_or_extract``."""
     key = pce.cache_key(spec.topology)
+
+    def record():
+        t0 = time.perf_counter()
+        r = spec.record()
+        rec["record_s"] = time.perf_counter() - t0
+        _say(f"recorded {r.num_rows:,} rows in {rec['record_s']:.1f} s")
+        return r
+
     t = time.perf_counter()
-    r1cs = pce.load_r1cs(directory, key + ".r1cs") if directory else None
-    if r1cs is not None:
+    r1cs = pce.get_or_record(record, key + ".r1cs", directory) if directory else record()
+    if "record_s" not in rec:
         rec["r1cs_load_s"] = time.perf_counter() - t
         _say(f"loaded the recorded circuit from {directory} in {rec['r1cs_load_s']:.1f} s")
-    else:
-        r1cs = spec.record()
-        rec["record_s"] = time.perf_counter() - t
-        _say(f"recorded {r1cs.num_rows:,} rows in {rec['record_s']:.1f} s")
-        if directory:
-            pce.save_r1cs(r1cs, directory, key + ".r1cs")
     t = time.perf_counter()
     m = pce.load(directory, key) if directory else None
     if m is not None:
@@ -448,8 +451,7 @@ def run_case(kind: str, size: str, reps: int = 5, env: dict | None = None,
     dom = jax.block_until_ready(N.domain(rec["domain_log"]))      # resident with the keys
     pos = G.msm_positions(m)
     if keys_in_host:                      # as the engine: host vectors split by the positions
-        pk = G.streaming_key(pk._replace(**{f: np.asarray(getattr(pk, f))
-                                            for f in ("a", "b_g1", "b_g2", "l", "h")}), pos)
+        pk = G.streaming_key(pk, pos)
     res = E.Resident(pk, vk, m, _nbytes((pk, vk, m, dom, pos), device_only=True), dom, pos)
     rec["key_bytes"], rec["resident_bytes"] = _nbytes((pk, vk)), res.nbytes
 

@@ -318,13 +318,14 @@ def kind_plan(kind: str, counts: Counts, budget: int | None, msm_budget: int | N
     host_keys = budget is not None
     matrices = BF.MATRIX_BYTES_PER_ROW * counts.rows
 
-    def plan(msm):
+    def plan(msm, host=host_keys):
         return BF.plan(counts.rows, counts.num_vars, counts.num_aux,
-                       counts.num_vars - counts.bit_vars, matrices, msm, host_keys)
+                       counts.num_vars - counts.bit_vars, matrices, msm, host)
 
     p = plan(MIN_MSM_BUDGET if msm_budget is None else msm_budget)
     resident = matrices + (0 if host_keys else p.key_bytes)
-    return KindPlan(kind, counts.rows, p.key_bytes, matrices, p.setup_peak_bytes, resident,
+    setup = plan(msm_budget, host=False).setup_peak_bytes     # the engine sets up on the device
+    return KindPlan(kind, counts.rows, p.key_bytes, matrices, setup, resident,
                     p.prove_peak_bytes - resident, plan(msm_budget).prove_peak_bytes - resident,
                     p.host_record_bytes, p.key_bytes * (2 if host_keys else 1))
 

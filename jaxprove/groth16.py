@@ -153,18 +153,24 @@ def _fixed_base_chunk(curve, s, window: int):
     return curve.to_affine(curve.fixed_base_mul(curve.generator_affine(), s, window=window))
 
 
-def fixed_base_points(curve, s, chunk: int | None = None, host: bool = False):
+def fixed_base_points(curve, s, chunk: int | None = None, host: bool = False,
+                      size: int | None = None):
     """Affine s_i·G for Fr scalars ``(8, n)`` on the device, in chunks of a
     fixed size (one compiled program, 2^20 points on a GPU by default),
     each written into the output as it is made, so the peak is the output
     plus one chunk (``host``: the output is a numpy array in host memory
     and the device holds one chunk).  8-bit windows on a GPU, 4-bit on the
-    CPU, where building the table dominates.  Returns ``(2, *fp, n)``."""
+    CPU, where building the table dominates.  Returns ``(2, *fp, size)``
+    (``size`` ≥ n, default n; the words past n are zero, as
+    ``ops.msm.split_bases`` pads)."""
     window = 8 if jax.default_backend() == "gpu" else 4
     n = s.shape[-1]
+    size = n if size is None else size
+    if size < n:
+        raise ValueError(f"fixed_base_points: size {size} < {n} scalars")
     chunk = chunk or default_chunk(n)
-    shape = curve.aff + (n,)
-    out = np.empty(shape, np.uint32) if host else jnp.zeros(shape, jnp.uint32)
+    shape = curve.aff + (size,)
+    out = np.zeros(shape, np.uint32) if host else jnp.zeros(shape, jnp.uint32)
     for lo in range(0, n, chunk):
         k = min(chunk, n - lo)
         sc = s[:, lo:lo + k]
@@ -178,6 +184,30 @@ def fixed_base_points(curve, s, chunk: int | None = None, host: bool = False):
         else:
             out = _write_at(out, pts, lo)
     return out
+
+
+def _split_points(points, curve, s, pos: M.Positions, extra: int | None,
+                  dense_size: int | None) -> M.SplitBases:
+    """``ops.msm.split_bases`` of the points s_i·G (``points``: a
+    ``fixed_base_points``), built split: the scalars are gathered by ``pos``
+    on the device (``extra``·G appended to the dense part: δ), so the
+    unsplit vector never exists (at 2^27 variables the unsplit key and its
+    split copy do not fit the H200 host's memory together).  Equal word for
+    word to ``streaming_key``'s split of the unsplit points."""
+    n = s.shape[-1]
+    bits, dense = np.asarray(pos.bits), np.asarray(pos.dense)
+    ds = s if not len(bits) else jnp.take(s, jnp.asarray(dense), axis=-1)
+    if extra is not None:
+        ds = jnp.concatenate([ds, jnp.asarray(Fr.from_int([extra]))], axis=-1)
+        n += 1
+    dense_pts = points(curve, ds, size=max(ds.shape[-1], dense_size or 0))
+    if not len(bits):
+        bit_pts = (np.zeros if isinstance(dense_pts, np.ndarray) else jnp.zeros)(
+            curve.aff + (0,), np.uint32)
+    else:
+        bit_pts = points(curve, jnp.take(s, jnp.asarray(bits), axis=-1),
+                         size=M._pow2(len(bits)))
+    return M.SplitBases(bit_pts, dense_pts, n)
 
 
 def default_chunk(n: int) -> int:
@@ -198,7 +228,7 @@ def _write_at(out, x, lo):
 
 
 def setup(r1cs, seed: int | None = None, progress=None, chunk: int | None = None,
-          host: bool = False):
+          host: bool = False, positions: MSMPositions | None = None):
     """Proving and verifying keys for an ``R1CS`` (``circuits.cs``).
 
     Toxic waste from the CSPRNG unless ``seed`` is given (tests only: a
@@ -208,8 +238,11 @@ def setup(r1cs, seed: int | None = None, progress=None, chunk: int | None = None
     chunk (device peak: the key plus the QAP values and one chunk; with
     ``host`` the proving key's queries are numpy arrays in host memory and
     the device holds only the QAP values and one chunk — the key for a
-    card smaller than the key, proved in streaming mode).
-    ``progress(stage, seconds)`` is called after each stage.  Returns
+    card smaller than the key, proved in streaming mode).  With the
+    circuit's ``positions`` (``msm_positions``) the key comes out as
+    ``streaming_key`` would split it, built split, so the unsplit vectors
+    never exist (a 32GiB PoRep partition's key is 70 GiB: unsplit and split
+    together exceed the H200 host's 125 GiB).  ``progress(stage, seconds)`` is called after each stage.  Returns
     (ProvingKey, VerifyingKey)."""
     rng = _rng(seed)
     t0 = time.perf_counter()
@@ -234,13 +267,20 @@ def setup(r1cs, seed: int | None = None, progress=None, chunk: int | None = None
     chunk = chunk or default_chunk(max(n_vars, m - 1))    # one size: one program per curve
     consts = fixed_base_points(G1, jnp.asarray(Fr.from_int([alpha, beta, delta])), chunk)
     points = functools.partial(fixed_base_points, chunk=chunk, host=host)
-    a, b_g1 = points(G1, u), points(G1, v)
-    l_q, h_q = points(G1, lq), points(G1, hq)
+    if positions is None:
+        a, b_g1, l_q = points(G1, u), points(G1, v), points(G1, lq)
+    else:
+        pv, pa = positions
+        common = _streaming_sizes(n_vars, n_vars - n_in, m - 1, len(pv.bits), len(pa.bits))
+        a, b_g1 = (_split_points(points, G1, x, pv, delta, common[0]) for x in (u, v))
+        l_q = _split_points(points, G1, lq, pa, None, common[1])
+    h_q = points(G1, hq)
     ic_pts = fixed_base_points(G1, ic, chunk)
     jax.block_until_ready((a, b_g1, l_q, h_q, ic_pts))
     report("g1 points", time.perf_counter() - t0)
     consts2 = fixed_base_points(G2, jnp.asarray(Fr.from_int([beta, gamma, delta])), chunk)
-    b_g2 = points(G2, v)
+    b_g2 = points(G2, v) if positions is None else \
+        _split_points(points, G2, v, positions.vars, delta, None)
     jax.block_until_ready(b_g2)
     report("g2 points", time.perf_counter() - t0)
     pk = ProvingKey(alpha_g1=consts[..., 0], beta_g1=consts[..., 1], beta_g2=consts2[..., 0],
@@ -423,7 +463,8 @@ def prove_msms(pk: ProvingKey, w, h, num_inputs: int, positions: MSMPositions, r
     delta_at = jnp.full((1,), _n_vars(pk), jnp.int32)
     pos_d = M.Positions(jnp.concatenate([jnp.asarray(pv.dense), delta_at]), jnp.asarray(pv.bits))
     sr, ss = _append_scalar(w, r, batch), _append_scalar(w, s, batch)
-    size_h = _streaming_sizes(pk, pv.bits.shape[0], positions.aux.bits.shape[0])[2]
+    size_h = _streaming_sizes(_n_vars(pk), pk.l.shape[-1], pk.h.shape[-1], pv.bits.shape[0],
+                              positions.aux.bits.shape[0])[2]
 
     def split(curve, bases, scalars, positions, size=None):
         return M.msm_split(curve, bases, scalars, positions, msm_config, size)
@@ -436,11 +477,13 @@ def prove_msms(pk: ProvingKey, w, h, num_inputs: int, positions: MSMPositions, r
     return lap("combine", _combine(fixed, msm_a, msm_b1, msm_b2, msm_l, msm_h, r, s))
 
 
-def _streaming_sizes(pk: ProvingKey, n_bits: int = 0, n_bits_l: int = 0) -> list:
-    """The Pippenger sizes of the per-MSM path's dense parts: A/B1 (+ δ), L,
-    H; those within a factor of 4 of the largest are padded to it, so they
-    share one compiled program (None: its own size)."""
-    sizes = [_n_vars(pk) + 1 - n_bits, pk.l.shape[-1] - n_bits_l, pk.h.shape[-1]]
+def _streaming_sizes(n_vars: int, n_l: int, n_h: int, n_bits: int = 0,
+                     n_bits_l: int = 0) -> list:
+    """The Pippenger sizes of the per-MSM path's dense parts for a key of
+    ``n_vars`` variables (A, B), ``n_l`` L and ``n_h`` H points: A/B1 (+ δ),
+    L, H; those within a factor of 4 of the largest are padded to it, so
+    they share one compiled program (None: its own size)."""
+    sizes = [n_vars + 1 - n_bits, n_l - n_bits_l, n_h]
     top = 1 << (max(sizes) - 1).bit_length()
     return [top if 4 * x >= top or x == 0 else None for x in sizes]
 
@@ -463,7 +506,7 @@ def streaming_key(pk: ProvingKey, positions: MSMPositions) -> ProvingKey:
         raise ValueError("streaming_key: the key is split already")
     n = pk.a.shape[-1]
     pos_d = M.Positions(np.concatenate([pv.dense, np.asarray([n], pv.dense.dtype)]), pv.bits)
-    common = _streaming_sizes(pk, len(pv.bits), len(pa.bits))
+    common = _streaming_sizes(n, pk.l.shape[-1], pk.h.shape[-1], len(pv.bits), len(pa.bits))
     return pk._replace(
         a=M.split_bases(_append_base(pk.a, pk.delta_g1), pos_d, common[0]),
         b_g1=M.split_bases(_append_base(pk.b_g1, pk.delta_g1), pos_d, common[0]),

@@ -228,6 +228,26 @@ def test_setup_into_host_memory_gives_the_same_keys(circuit):
         assert np.array_equal(np.asarray(x), np.asarray(y))
 
 
+@pytest.mark.parametrize("host,bits", [(True, True), (False, True), (True, False)])
+def test_setup_builds_the_streaming_key_split(circuit, host, bits):
+    """setup(positions=) builds the key already split as streaming_key splits
+    it (bit part, dense part with δ, both padded), word for word, without the
+    unsplit vectors; with and without bit positions."""
+    from ops import msm as M
+    r1cs, _, pk, vk, *_ = circuit
+    pos = G.msm_positions(pce.extract(r1cs))
+    if not bits:
+        pos = G.MSMPositions(M.positions(pk.a.shape[-1], np.zeros(0, np.int64)),
+                             M.positions(pk.l.shape[-1], np.zeros(0, np.int64)))
+    assert (len(pos.vars.bits) > 0) == bits
+    spk, svk = G.setup(r1cs, seed=1, host=host, chunk=8, positions=pos)
+    want = G.streaming_key(G.ProvingKey(*(np.asarray(x) for x in pk)), pos)
+    assert jax.tree.structure(spk) == jax.tree.structure(want)
+    assert isinstance(spk.b_g2.dense, np.ndarray) == host
+    for x, y in zip(jax.tree.leaves((want, vk)), jax.tree.leaves((spk, svk))):
+        assert np.array_equal(np.asarray(x), np.asarray(y))
+
+
 def test_merged_msms_fall_back_to_chunks_within_a_budget(circuit):
     """Device bases with a budget below the merged passes' working set: each
     MSM runs alone in chunks (stages msm_a ... msm_h) and the proof verifies."""

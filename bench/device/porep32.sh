@@ -18,7 +18,7 @@ R=${RUN_DIR:-/tmp/run}
 mkdir -p "$R"
 export JAXPROVE_CACHE=${JAXPROVE_CACHE:-/tmp/jc} PYTHONUNBUFFERED=1
 say() { echo "[$(date +%T)] $*" >> "$R/pipe.log"; }
-say "start at $(git rev-parse --short HEAD 2>/dev/null || echo "$JAXPROVE_COMMIT")"
+say "start at ${JAXPROVE_COMMIT:-unknown commit}"
 (JAX_PLATFORMS=cpu timeout 1200 python3 -m bench.filecoin --kinds porep --sizes 32GiB \
     --record-only --circuit-dir /tmp/fc32 --out "$R/porep32.jsonl" > "$R/record.log" 2>&1
  say "record rc $?") &

@@ -26,8 +26,8 @@ e(A, B)·e(−α, β)·e(−IC, γ)·e(−C, δ).
 
 Points in keys and proofs are affine device arrays (``ops.curve`` layouts,
 the identity as (0, 0)); a batch of proofs has a leading batch shape after
-the coordinate prefix.  The whole setup runs on the device except the
-transposition of the sparse matrices (host numpy).
+the coordinate prefix.  The whole setup runs on the device; the host only
+lists each matrix entry's row (``ops.spmtv``).
 """
 from __future__ import annotations
 
@@ -50,7 +50,7 @@ from ops import encoding
 from ops import msm as M
 from ops import ntt as N
 from ops import pairing as PA
-from ops import spmv
+from ops import spmtv
 from ops.curve import G1, G2
 from ops.field import Fq, Fr
 from ops.fq12 import Fq12
@@ -100,18 +100,6 @@ def domain_log(rows: int) -> int:
 
 
 # ------------------------------------------------------------------ setup
-def _transpose(csr, n_vars: int):
-    """Mᵀ in CSR form (indptr, cols, coeff_ids): row j lists the rows of M
-    where variable j occurs, in row order (host numpy, O(nnz log nnz))."""
-    indptr = np.asarray(csr.indptr, np.int64)
-    cols = np.asarray(csr.cols, np.int64)
-    rows = np.repeat(np.arange(len(indptr) - 1, dtype=np.int64), np.diff(indptr))
-    order = np.argsort(cols, kind="stable")
-    t_indptr = np.zeros(n_vars + 1, np.int64)
-    np.cumsum(np.bincount(cols, minlength=n_vars), out=t_indptr[1:])
-    return t_indptr, rows[order], np.asarray(csr.coeff_ids)[order]
-
-
 def lagrange_at(tau: int, log_m: int, rows: int) -> jnp.ndarray:
     """ℓ_i(τ) = (τ^m − 1)/m · ω^i/(τ − ω^i) for i < rows over the domain of
     size m = 2^log_m, as Fr ``(8, rows)`` on the device (one batch inversion)."""
@@ -126,26 +114,16 @@ def lagrange_at(tau: int, log_m: int, rows: int) -> jnp.ndarray:
 
 def qap_at(r1cs, tau: int, log_m: int):
     """(u(τ), v(τ), w(τ)): for every variable j, Σ_i M[i][j]·ℓ_i(τ) for M =
-    A, B, C, each Fr ``(8, n_vars)`` on the device: the transposed matrices
-    are planned on the host and multiplied by ℓ(τ) with ``ops.spmv``."""
+    A, B, C, each Fr ``(8, n_vars)`` on the device (``ops.spmtv``: the
+    entries sorted by column and summed there; planning the transposed
+    matrices on the host took 200 s at 10^8 rows, bench/NOTES.md)."""
     n_vars = r1cs.num_inputs + r1cs.num_aux
     rows = r1cs.num_constraints + r1cs.num_inputs
-    ell = spmv.element_major(lagrange_at(tau, log_m, rows)[:, None, :])      # (rows, 1, 8)
+    ell = lagrange_at(tau, log_m, rows)                                    # (8, rows)
     coeffs = list(r1cs.coeffs)
-    classes = spmv.coefficient_classes(coeffs)
     table = jnp.asarray(Fr.from_int(coeffs) if coeffs else np.zeros((Fr.L, 0), np.uint32))
-    out = []
-    for csr in (r1cs.a, r1cs.b, r1cs.c):
-        # the lazy-chunk (CSR) layout: the transposed matrices' long, varied rows would need
-        # wide fixed-width kernels, whose compile (minutes on the H200) outweighs the once-per-
-        # setup product (bench/NOTES.md, hypothesis 16)
-        mt = jax.tree.map(jnp.asarray, spmv.block(*_transpose(csr, n_vars), classes, rows,
-                                                  ell_width=(0, 0)))
-        out.append(_spmv(mt, table, ell)[:, 0, :])
-    return tuple(out)
-
-
-_spmv = jax.jit(spmv.spmv)
+    return tuple(spmtv.spmtv(m.indptr, m.cols, m.coeff_ids, table, ell, n_vars)
+                 for m in (r1cs.a, r1cs.b, r1cs.c))
 
 
 @functools.partial(jax.jit, static_argnums=(0, 2))

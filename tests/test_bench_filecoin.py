@@ -121,6 +121,24 @@ def test_cases_that_cannot_fit_are_refused_before_recording(tmp_path, monkeypatc
     why = F.shortfall(p, h200)
     assert why.startswith("prove needs") and "130,278,869 rows" in why and "2^27" in why
     assert "GiB of device memory" in why and "has 141.0 GiB" in why
+    # streaming mode: the key is built in host memory (split as it is made), so the setup
+    # needs its 70 GiB there besides the recording's, and none on the device
+    s = F.plan_from_counts("porep", "32GiB", msm_budget=16 << 30, keys_in_host=True)
+    assert F.shortfall(s, h200) is None
+    assert s.setup_peak_bytes == p.setup_peak_bytes - p.key_bytes
+    assert s.host_setup_bytes == s.host_record_bytes + s.key_bytes
+    why = F.shortfall(s, {"device": 141 << 30, "host": 64 << 30}, stages=("setup",))
+    assert why.startswith("setup needs about") and "of host memory" in why
+
+
+def test_porep_job_is_partition_zero_alone():
+    """The bench's PoRep job: one partition of the registered circuit's shape
+    (the same topology, so a stored circuit serves it)."""
+    from circuits.filecoin import porep as PR
+    parts = F.synthetic_parts("porep", "2KiB", seed=3)
+    assert len(parts) == 1 and parts[0].cfg == PR.CONFIGS["2KiB"]
+    assert F.synthetic_parts("porep", "2KiB", seed=3)[0].public_inputs() == parts[0].public_inputs()
+    assert len(F.synthetic_parts("window-post", "2KiB", challenges=1)) == 1
 
 
 def test_bad_arguments():

@@ -166,6 +166,39 @@ def test_verify_batch(circuit):
     assert not G.verify_batch(vk, [ys[1], ys[0]], proof)
 
 
+def test_h_coefficients_divide_by_the_vanishing_polynomial():
+    """h from a·b − c over the domain D (a, b, c evaluations with a∘b = c):
+    A(z)·B(z) − C(z) = h(z)·(z^m − 1) at a random z, all in Python integers
+    (A, B, C interpolated over D by Lagrange); the inputs are consumed
+    (donated to the NTT stages)."""
+    from ops import ntt as N
+    rng = random.Random(8)
+    log_m = 3
+    m = 1 << log_m
+    a = [rng.randrange(R) for _ in range(m)]
+    b = [rng.randrange(R) for _ in range(m)]
+    c = [x * y % R for x, y in zip(a, b)]
+    dev = [jnp.asarray(Fr.from_int(v)) for v in (a, b, c)]
+    h = [int(v) for v in Fr.to_int(np.asarray(G._h_coefficients(*dev, N.domain(log_m))))]
+    assert len(h) == m - 1 and all(x.is_deleted() for x in dev)
+    omega = pow(7, (R - 1) >> log_m, R)
+    pts = [pow(omega, i, R) for i in range(m)]
+    z = rng.randrange(R)
+
+    def interp(vals):
+        total = 0
+        for i in range(m):
+            num = den = 1
+            for k in range(m):
+                if k != i:
+                    num, den = num * (z - pts[k]) % R, den * (pts[i] - pts[k]) % R
+            total += vals[i] * num * pow(den, -1, R)
+        return total % R
+
+    hz = sum(x * pow(z, i, R) for i, x in enumerate(h)) % R
+    assert (interp(a) * interp(b) - interp(c)) % R == hz * (pow(z, m, R) - 1) % R
+
+
 def test_qap_at_equals_lagrange_interpolation(circuit):
     """u_j(τ) = Σ_i A[i][j]·ℓ_i(τ) with ℓ_i(τ) = Π_{k≠i}(τ − ω^k)/(ω^i − ω^k)
     evaluated directly in Python integers (the device uses the barycentric

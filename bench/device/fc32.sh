@@ -1,0 +1,56 @@
+#!/bin/bash
+# One full 32GiB partition of $KIND (default porep: 130,278,541 constraints; window-post:
+# 125,305,057; both domain 2^27) on the H200, as a detached pipeline: a device call may run 10 minutes, this takes longer, so
+# the device call starts it with `setsid` and later calls read its progress.
+#
+#   setsid bash bench/device/fc32.sh </dev/null >/dev/null 2>&1 &     # call 1
+#   bash bench/device/poll.sh 560                                      # later calls, back to back
+#
+# 1. record + extract on the host CPU, stored under /tmp/fc32 (bench.filecoin
+#    --circuit-dir), and beside it on the GPU: the kind's 32GiB witness program into the
+#    compilation cache, then the small cases $BESIDE (kind:size ..., default
+#    window-post:512MiB; GPU work never overlaps a timed run: the prove step waits);
+# 2. the proof in streaming mode (keys built split in host memory, MSMs within a
+#    16 GiB budget): the resident-key plan (~146 GiB) exceeds the H200.
+# 3. the small cases $AFTER (default none).
+# Everything lands in $RUN_DIR (default /tmp/run); `done` marks the end.
+# bench/device/poll.sh reads it (and fails at once on a fresh machine).
+set -u
+R=${RUN_DIR:-/tmp/run}
+K=${KIND:-porep} Z=${SIZE:-32GiB} D=${CIRCUIT_DIR:-/tmp/fc32}   # SIZE: smaller, to try the script
+mkdir -p "$R"
+export JAXPROVE_CACHE=${JAXPROVE_CACHE:-/tmp/jc} PYTHONUNBUFFERED=1
+say() { echo "[$(date +%T)] $*" >> "$R/pipe.log"; }
+say "start at ${JAXPROVE_COMMIT:-unknown commit}"
+small() {   # kind:size ... one bench.filecoin process each (own peak), in turn
+    for ks in "$@"; do
+        XLA_PYTHON_CLIENT_PREALLOCATE=false timeout 600 python3 -m bench.filecoin --kinds "${ks%%:*}" \
+            --sizes "${ks##*:}" --cache --no-verify --save "$R/fc" --out "$R/small.jsonl" \
+            > "$R/small_${ks%%:*}_${ks##*:}.log" 2>&1
+        say "$ks rc $?"
+    done
+}
+(JAX_PLATFORMS=cpu timeout 1200 python3 -m bench.filecoin --kinds "$K" --sizes "$Z" \
+    --record-only --circuit-dir "$D" --out "$R/${K}32.jsonl" > "$R/record.log" 2>&1
+ say "record rc $?") &
+REC=$!
+(XLA_PYTHON_CLIENT_PREALLOCATE=false timeout 600 python3 -c "
+import time, jax
+from jaxprove.cache import enable_compilation_cache as e; e()
+from bench import filecoin as F
+s = F.spec_for('$K', '$Z'); t = time.perf_counter()
+p = F.synthetic_parts('$K', '$Z'); print('synthetic', time.perf_counter() - t, flush=True)
+t = time.perf_counter(); jax.block_until_ready(s.witness(p[:1])); print('witness first', time.perf_counter() - t)
+t = time.perf_counter(); jax.block_until_ready(s.witness(p[:1])); print('witness warm', time.perf_counter() - t)
+" > "$R/warm.log" 2>&1
+ say "witness warm-up rc $?"
+ small ${BESIDE-window-post:512MiB}) &
+GPU=$!
+wait $REC $GPU
+say "proving"
+XLA_PYTHON_CLIENT_MEM_FRACTION=0.92 timeout 1500 python3 -m bench.filecoin --kinds "$K" \
+    --sizes "$Z" --circuit-dir "$D" --cache --keys-in-host-memory --msm-budget-gib 16 \
+    --no-verify --reps ${REPS:-3} --save "$R/fc" --out "$R/${K}32.jsonl" > "$R/prove.log" 2>&1
+say "prove rc $?"
+small ${AFTER-}
+touch "$R/done"

@@ -257,6 +257,11 @@ def _merged_msm_bytes(curve, bases: int, general: int, cfg) -> int:
             + (bases - general) * (4 * F + 32))
 
 
+# Fr vectors of the domain live at once in the prove's SpMV/NTT stages: a, b, c and their
+# padded copies while padding; a, b, c and two NTT temporaries while h is computed
+# (groth16._h_coefficients: one vector at a time to the coset, inputs donated).  Counted,
+# not measured: the H200 records' peaks are the MSMs'.
+NTT_VECTORS = 6
 SETUP_CHUNK_BYTES = 4 << 30   # one fixed-base chunk (2^20 G2 points, tables, temporaries), generous
 
 
@@ -271,10 +276,11 @@ def plan(rows: int, num_vars: int, num_aux: int, dense_vars: int, matrices_bytes
     (QAP values and scalars) + key (none with ``keys_in_host``) + one chunk
     of ``fixed_base_points`` (each query is written chunk by chunk into its
     own array);
-    prove peak = key (none with ``keys_in_host``) + matrices + 32·(num_vars +
-    12·m) (witness, a, b, c, NTT buffers) + the MSMs' working set: the larger
-    merged pass (G1: A, B1, L, H; G2: B2), or ``msm_budget`` (streaming mode,
-    bases in chunks);
+    prove peak = key (none with ``keys_in_host``) + matrices + 32·num_vars
+    (the witness) + the larger of two stages: the NTTs, ``NTT_VECTORS``
+    vectors of m, and the MSMs, h (m) + their working set: the larger merged
+    pass (G1: A, B1, L, H; G2: B2), or ``msm_budget`` (streaming mode, bases
+    in chunks);
     host = ``HOST_BYTES_PER_ROW``·rows (recording and extraction), and for
     the setup that plus the key with ``keys_in_host`` (the key is built
     split, ``groth16.setup(positions=)``: never a second copy)."""
@@ -292,8 +298,9 @@ def plan(rows: int, num_vars: int, num_aux: int, dense_vars: int, matrices_bytes
     return Plan(rows, log_m, HOST_BYTES_PER_ROW * rows, key,
                 FR_BYTES * (7 * num_vars + 2 * m) + (0 if keys_in_host else key)
                 + SETUP_CHUNK_BYTES,
-                (0 if keys_in_host else key) + matrices_bytes + FR_BYTES * (num_vars + 12 * m)
-                + msm, HOST_BYTES_PER_ROW * rows + (key if keys_in_host else 0))
+                (0 if keys_in_host else key) + matrices_bytes + FR_BYTES * num_vars
+                + max(FR_BYTES * NTT_VECTORS * m, FR_BYTES * m + msm),
+                HOST_BYTES_PER_ROW * rows + (key if keys_in_host else 0))
 
 
 def plan_from_counts(kind: str, size: str, challenges: int | None = None,
@@ -467,11 +474,13 @@ def run_case(kind: str, size: str, reps: int = 5, env: dict | None = None,
     _say(f"setup of {m.rows:,} rows")
     pos = G.msm_positions(m)
     t = time.perf_counter()
-    # streaming mode: the queries go straight into host memory, chunk by chunk, split by the
-    # MSM positions as the engine's streaming key (groth16.streaming_key) but built split
+    # streaming mode (an MSM budget, or keys in host memory: the per-MSM path): the key is
+    # built split by the MSM positions, as the engine's streaming key (groth16.streaming_key),
+    # so no proof splits it again (on the device that would copy 57 GiB at 2^27); keys in
+    # host memory go there chunk by chunk
+    split = keys_in_host or msm_budget is not None
     pk, vk = jax.block_until_ready(G.setup(r1cs, seed=setup_seed, progress=progress,
-                                           host=keys_in_host,
-                                           positions=pos if keys_in_host else None))
+                                           host=keys_in_host, positions=pos if split else None))
     rec["setup_s"] = time.perf_counter() - t
     rec["setup_stages_cumulative_s"] = stages
     rec["peak_bytes_after_setup"] = peak_memory_bytes()

@@ -486,34 +486,46 @@ class Groth16Prover:
 
     def _keys(self, spec, device):
         """(pk, vk) on ``device``: from the key store, from this prover's host
-        copy, or (setup on first use) from a setup run once per topology."""
+        copy, or (setup on first use) from a setup run once per topology.
+        With ``keys_in_host_memory`` the proving key's point vectors stay in
+        host memory all the way (``groth16.POINT_VECTORS``): a key larger than
+        the device never passes through it."""
         import jax
 
         from jaxprove import groth16 as G
         name = key_name(spec.topology)
+        host = self.keys_in_host_memory
+
+        def place(keys):
+            pk, vk = keys
+            if host:
+                vectors = {f: getattr(pk, f) for f in G.POINT_VECTORS}
+                small = jax.device_put(pk._replace(**{f: None for f in G.POINT_VECTORS}), device)
+                return small._replace(**vectors), jax.device_put(vk, device)
+            return jax.device_put(keys, device)
+
         with self._lock:
             topo_lock = self._topo_locks.setdefault(spec.topology, threading.Lock())
         with topo_lock:
             if spec.topology in self._host_keys:
-                return jax.device_put(self._host_keys[spec.topology], device)
+                return place(self._host_keys[spec.topology])
             if self.keys_dir:
-                got = G.load_keys(self.keys_dir, name, device)
+                got = G.load_keys(self.keys_dir, name, device, host=host)
                 if got is not None:
                     return got
             if not self.setup_on_first_use:
                 raise LookupError(f"no proving key {name!r} in key store {self.keys_dir!r} "
                                   f"(run a setup, or enable setup on first use for tests)")
             log.info("setup of %s (seed %s)", spec.topology, self.setup_seed)
-            keys = G.setup(self._record(spec), seed=self.setup_seed)
+            keys = G.setup(self._record(spec), seed=self.setup_seed, host=host)
             if self.keys_dir:
                 G.save_keys(*keys, self.keys_dir, name)
             else:
                 self._host_keys[spec.topology] = jax.device_get(keys)
-            return jax.device_put(keys, device)
+            return place(keys)
 
     def load(self, spec, device) -> Resident:
         import jax
-        import numpy as np
 
         from jaxprove import groth16 as G
         from jaxprove import pce
@@ -532,8 +544,7 @@ class Groth16Prover:
             dom = N.domain(G.domain_log(m.rows))
             pos = G.msm_positions(m)
         if self.keys_in_host_memory:     # host vectors, split once by the MSM positions
-            pk = G.streaming_key(pk._replace(**{f: np.asarray(getattr(pk, f))
-                                                for f in ("a", "b_g1", "b_g2", "l", "h")}), pos)
+            pk = G.streaming_key(pk, pos)
         nbytes = sum(int(x.nbytes) for x in jax.tree.leaves((pk, vk, m, dom, pos))
                      if isinstance(x, jax.Array))
         return Resident(pk, vk, m, nbytes, dom, pos)

@@ -700,22 +700,37 @@ def save_keys(pk: ProvingKey, vk: VerifyingKey, directory: str, key: str) -> str
     return store.save(directory, key, arrays, KEYS_FORMAT, KEYS_VERSION, {})
 
 
-def load_keys(directory: str, key: str, device=None):
+POINT_VECTORS = ("a", "b_g1", "b_g2", "l", "h")
+
+
+def load_keys(directory: str, key: str, device=None, host: bool = False):
     """(ProvingKey, VerifyingKey) stored under ``directory/key``, on ``device``;
-    None if there is no such entry; ValueError if the entry is damaged (other
-    format or version, missing arrays, checksum mismatch): keys are never
-    silently replaced."""
+    ``host``: the proving key's point vectors (``POINT_VECTORS``) as numpy
+    arrays in host memory instead, restored through the CPU device where
+    there is one, so a key larger than the accelerator never passes through
+    it (streaming mode).  None if there is no such entry; ValueError if the
+    entry is damaged (other format or version, missing arrays, checksum
+    mismatch): keys are never silently replaced."""
+    staging = device
+    if host:
+        try:
+            staging = jax.devices("cpu")[0]
+        except RuntimeError:          # no CPU backend (JAX_PLATFORMS): through the device
+            pass
     try:
-        got = store.load(directory, key, KEYS_FORMAT, KEYS_VERSION, device)
+        got = store.load(directory, key, KEYS_FORMAT, KEYS_VERSION, staging)
     except (KeyError, OSError) as e:
         raise ValueError(f"keys {key!r} in {directory}: unreadable entry ({e})") from e
     except ValueError as e:
         raise ValueError(f"keys {key!r} in {directory}: {e}") from e
     if got is None:
         return None
-    # keys saved from host memory (numpy) are stored as host arrays: put them on the device too
+    # keys saved from host memory (numpy) are stored as host arrays: put them on the device
+    # too, but for the point vectors of a host-memory key
     dev = device or jax.devices()[0]
-    arrays = {k: jax.device_put(v, dev) if isinstance(v, np.ndarray) else v
+    vectors = {f"pk.{k}" for k in POINT_VECTORS} if host else set()
+    arrays = {k: (np.asarray(v) if k in vectors else
+                  jax.device_put(v, dev) if isinstance(v, np.ndarray) or host else v)
               for k, v in got[0].items()}
     try:
         pk = ProvingKey(**{k: arrays[f"pk.{k}"] for k in ProvingKey._fields})

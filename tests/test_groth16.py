@@ -150,6 +150,16 @@ def test_keys_round_trip_and_damage(circuit, tmp_path):
     for x, y in zip(pk + vk, pk2 + vk2):
         assert np.array_equal(np.asarray(x), np.asarray(y))
     assert G.load_keys(str(tmp_path), "other") is None
+    # streaming mode: the point vectors come back in host memory, the rest on the device,
+    # from keys stored from the device and from host memory alike
+    G.save_keys(G.ProvingKey(*(np.asarray(x) for x in pk)), vk, str(tmp_path), "cubic-host")
+    for name in ("cubic", "cubic-host"):
+        hpk, hvk = G.load_keys(str(tmp_path), name, host=True)
+        for f in G.ProvingKey._fields:
+            assert isinstance(getattr(hpk, f), np.ndarray) == (f in G.POINT_VECTORS), (name, f)
+        assert all(isinstance(x, jax.Array) for x in hvk)
+        for x, y in zip(pk + vk, hpk + hvk):
+            assert np.array_equal(np.asarray(x), np.asarray(y))
     meta_path = os.path.join(path, store.META)
     meta = json.load(open(meta_path))
     meta["arrays"]["pk.h"]["checksum"] = "0" * 16

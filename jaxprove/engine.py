@@ -543,8 +543,9 @@ class Groth16Prover:
         with jax.default_device(device):
             dom = N.domain(G.domain_log(m.rows))
             pos = G.msm_positions(m)
-        if self.keys_in_host_memory:     # host vectors, split once by the MSM positions
-            pk = G.streaming_key(pk, pos)
+        if self.keys_in_host_memory:     # host vectors, split once by the MSM positions,
+            for f in G.SPLIT_VECTORS:    # one at a time: the key plus one vector in host memory
+                pk = G.streaming_key(pk, pos, (f,))
         nbytes = sum(int(x.nbytes) for x in jax.tree.leaves((pk, vk, m, dom, pos))
                      if isinstance(x, jax.Array))
         return Resident(pk, vk, m, nbytes, dom, pos)

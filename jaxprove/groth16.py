@@ -492,25 +492,31 @@ def _n_vars(pk: ProvingKey) -> int:
     return pk.a.n - 1 if isinstance(pk.a, M.SplitBases) else pk.a.shape[-1]
 
 
-def streaming_key(pk: ProvingKey, positions: MSMPositions) -> ProvingKey:
+SPLIT_VECTORS = ("a", "b_g1", "b_g2", "l")
+
+
+def streaming_key(pk: ProvingKey, positions: MSMPositions,
+                  fields: tuple = SPLIT_VECTORS) -> ProvingKey:
     """The proving key for streaming proofs (bases in host memory, MSMs in
     chunks): A, B1, B2 and L split once by the circuit's MSM positions
     (``ops.msm.SplitBases``, δ appended to the dense parts of A and B, each
     part padded to its MSM size), so a proof gathers, appends and pads no
     host bases (at 2^27 variables a host gather of one vector takes about a
     minute).  The vectors stay where they are (host arrays stay on the
-    host); H is unchanged.  ``prove`` takes the result as its ``pk``."""
+    host); H is unchanged.  ``prove`` takes the result as its ``pk``.
+    ``fields``: the vectors to split now; splitting one at a time and
+    dropping the unsplit key between calls holds the key plus about one
+    vector (all at once: the key twice, 140 GiB for a 32GiB partition)."""
     pv, pa = (M.Positions(np.asarray(p.dense), np.asarray(p.bits)) for p in positions)
-    if isinstance(pk.a, M.SplitBases):
-        raise ValueError("streaming_key: the key is split already")
-    n = pk.a.shape[-1]
+    bad = [f for f in fields if f not in SPLIT_VECTORS or isinstance(getattr(pk, f), M.SplitBases)]
+    if bad:
+        raise ValueError(f"streaming_key: {', '.join(bad)} split already or not a split vector")
+    n = _n_vars(pk)
     pos_d = M.Positions(np.concatenate([pv.dense, np.asarray([n], pv.dense.dtype)]), pv.bits)
     common = _streaming_sizes(n, pk.l.shape[-1], pk.h.shape[-1], len(pv.bits), len(pa.bits))
-    return pk._replace(
-        a=M.split_bases(_append_base(pk.a, pk.delta_g1), pos_d, common[0]),
-        b_g1=M.split_bases(_append_base(pk.b_g1, pk.delta_g1), pos_d, common[0]),
-        b_g2=M.split_bases(_append_base(pk.b_g2, pk.delta_g2), pos_d),
-        l=M.split_bases(pk.l, pa, common[1]))
+    how = {"a": (pos_d, common[0], pk.delta_g1), "b_g1": (pos_d, common[0], pk.delta_g1),
+           "b_g2": (pos_d, None, pk.delta_g2), "l": (pa, common[1], None)}
+    return pk._replace(**{f: M.split_bases(getattr(pk, f), *how[f]) for f in fields})
 
 
 def _free_device_bytes(x) -> int | None:
@@ -538,12 +544,6 @@ def _merged_bytes(pk: ProvingKey, w, positions: MSMPositions, cfg: M.MSMConfig) 
     c2 = cfg.window or M.choose_window(max(d for _, d, _ in g2))
     return max(M.many_working_set_bytes(G1, g1, G, 4, c1, cfg),
                M.many_working_set_bytes(G2, g2, G, 1, c2, cfg))
-
-
-def _append_base(bases, point):
-    """bases ‖ point: one more MSM base (host bases stay on the host)."""
-    xp = np if isinstance(bases, np.ndarray) else jnp
-    return xp.concatenate([bases, xp.asarray(point)[..., None]], axis=-1)
 
 
 def _append_scalar(scalars, k, batch):

@@ -769,19 +769,29 @@ class SplitBases(NamedTuple):
         return tuple(self.dense.shape[:-1]) + (self.n,)
 
 
-def split_bases(bases, pos: "Positions", dense_size: int | None = None) -> SplitBases:
+def split_bases(bases, pos: "Positions", dense_size: int | None = None,
+                extra=None) -> SplitBases:
     """``SplitBases`` of ``bases`` (host or device) by ``pos`` (host or
-    device index arrays), built once per key."""
-    _check_positions(pos, bases.shape[-1], "split_bases")
+    device index arrays), built once per key.  ``extra``: one more base
+    (affine ``(2, *fp)``, e.g. δ), position N, at the end of the dense part
+    (``pos`` then lists N+1 positions), appended after the gather so the
+    N bases are never copied whole."""
+    n = bases.shape[-1] + (extra is not None)
+    _check_positions(pos, n, "split_bases")
     host = isinstance(bases, np.ndarray)      # host bases are gathered on the host, stay there
     xp = np if host else jnp
     bi, de = (np.asarray(x) if host else jnp.asarray(x) for x in (pos.bits, pos.dense))
+
+    def dense(x):                             # x ‖ extra, zero-padded
+        if extra is not None:
+            x = xp.concatenate([x, xp.asarray(extra)[..., None]], axis=-1)
+        return _pad_last(x, max(len(de), dense_size or 0))
+
     if not len(bi):                           # no bits: the vector as it is (in its own order)
-        return SplitBases(xp.zeros(bases.shape[:-1] + (0,), bases.dtype),
-                          _pad_last(bases, max(len(de), dense_size or 0)), bases.shape[-1])
+        return SplitBases(xp.zeros(bases.shape[:-1] + (0,), bases.dtype), dense(bases), n)
     bb = _pad_last(xp.take(bases, bi, axis=-1), _pow2(len(bi)))
-    db = _pad_last(xp.take(bases, de, axis=-1), max(len(de), dense_size or 0))
-    return SplitBases(bb, db, bases.shape[-1])
+    db = dense(xp.take(bases, de[:len(de) - (extra is not None)], axis=-1))
+    return SplitBases(bb, db, n)
 
 
 def _msm_presplit(curve: Curve, bases: SplitBases, scalars, pos, cfg: MSMConfig):

@@ -254,6 +254,13 @@ def test_streaming_prove_from_host_memory(circuit):
     split_pk = G.streaming_key(host_pk, G.msm_positions(m))
     assert isinstance(split_pk.a.dense, np.ndarray)
     assert split_pk.a.shape[-1] == host_pk.a.shape[-1] + 1        # δ is one more base
+    one_by_one = host_pk
+    for f in G.SPLIT_VECTORS:                  # the engine's way: one vector at a time
+        one_by_one = G.streaming_key(one_by_one, G.msm_positions(m), (f,))
+    for x, y in zip(jax.tree.leaves(split_pk), jax.tree.leaves(one_by_one)):
+        assert np.array_equal(np.asarray(x), np.asarray(y))
+    with pytest.raises(ValueError, match="a split already"):
+        G.streaming_key(split_pk, G.msm_positions(m), ("a",))
     again, times = G.prove(split_pk, m, w, seed=5, msm_config=cfg,
                            positions=G.msm_positions(m))
     assert {"msm_a", "msm_b_g1", "msm_b_g2", "msm_l", "msm_h"} <= set(times)

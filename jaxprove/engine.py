@@ -495,20 +495,11 @@ class Groth16Prover:
         from jaxprove import groth16 as G
         name = key_name(spec.topology)
         host = self.keys_in_host_memory
-
-        def place(keys):
-            pk, vk = keys
-            if host:
-                vectors = {f: getattr(pk, f) for f in G.POINT_VECTORS}
-                small = jax.device_put(pk._replace(**{f: None for f in G.POINT_VECTORS}), device)
-                return small._replace(**vectors), jax.device_put(vk, device)
-            return jax.device_put(keys, device)
-
         with self._lock:
             topo_lock = self._topo_locks.setdefault(spec.topology, threading.Lock())
         with topo_lock:
             if spec.topology in self._host_keys:
-                return place(self._host_keys[spec.topology])
+                return G.place_keys(self._host_keys[spec.topology], device, host)
             if self.keys_dir:
                 got = G.load_keys(self.keys_dir, name, device, host=host)
                 if got is not None:
@@ -522,7 +513,7 @@ class Groth16Prover:
                 G.save_keys(*keys, self.keys_dir, name)
             else:
                 self._host_keys[spec.topology] = jax.device_get(keys)
-            return place(keys)
+            return G.place_keys(keys, device, host)
 
     def load(self, spec, device) -> Resident:
         import jax

@@ -725,16 +725,24 @@ def load_keys(directory: str, key: str, device=None, host: bool = False):
         raise ValueError(f"keys {key!r} in {directory}: {e}") from e
     if got is None:
         return None
-    # keys saved from host memory (numpy) are stored as host arrays: put them on the device
-    # too, but for the point vectors of a host-memory key
-    dev = device or jax.devices()[0]
-    vectors = {f"pk.{k}" for k in POINT_VECTORS} if host else set()
-    arrays = {k: (np.asarray(v) if k in vectors else
-                  jax.device_put(v, dev) if isinstance(v, np.ndarray) or host else v)
-              for k, v in got[0].items()}
+    arrays = got[0]
     try:
         pk = ProvingKey(**{k: arrays[f"pk.{k}"] for k in ProvingKey._fields})
         vk = VerifyingKey(**{k: arrays[f"vk.{k}"] for k in VerifyingKey._fields})
     except KeyError as e:
         raise ValueError(f"keys {key!r} in {directory}: missing array {e}") from e
-    return pk, vk
+    # keys saved from host memory (numpy) are stored as host arrays: placed like the rest
+    return place_keys((pk, vk), device, host)
+
+
+def place_keys(keys, device=None, host: bool = False):
+    """(pk, vk) on ``device`` (default: the first), or with ``host`` the
+    proving key's point vectors (``POINT_VECTORS``) as numpy arrays in host
+    memory and the rest on the device (streaming mode)."""
+    pk, vk = keys
+    dev = device or jax.devices()[0]
+    if not host:
+        return jax.device_put((pk, vk), dev)
+    vectors = {f: np.asarray(getattr(pk, f)) for f in POINT_VECTORS}
+    small = jax.device_put(pk._replace(**{f: None for f in POINT_VECTORS}), dev)
+    return small._replace(**vectors), jax.device_put(vk, dev)

@@ -108,14 +108,12 @@ def spmtv(indptr, cols, coeff_ids, table, x, n_cols: int, chunk: int | None = No
     chunk = chunk or min(DEFAULT_CHUNK, 1 << (nnz - 1).bit_length())
     if chunk & (chunk - 1):
         raise ValueError(f"spmtv: chunk must be a power of two, got {chunk}")
-    padded = -(-nnz // chunk) * chunk                     # padding: column n_cols, dropped
-    host = (np.concatenate([cols.astype(np.int32), np.full(padded - nnz, n_cols, np.int32)]),
-            np.repeat(np.arange(rows, dtype=np.int32), np.diff(indptr)),
-            ids.astype(np.int32))
-    c, r, k = _sort_by_column(jnp.asarray(host[0]),
-                              jnp.pad(jnp.asarray(host[1]), (0, padded - nnz)),
-                              jnp.pad(jnp.asarray(host[2]), (0, padded - nnz)))
-    del host
+    pad = (0, -(-nnz // chunk) * chunk - nnz)            # padding entries: column n_cols, dropped
+    c, r, k = _sort_by_column(
+        jnp.pad(jnp.asarray(cols.astype(np.int32)), pad, constant_values=n_cols),
+        jnp.pad(jnp.asarray(np.repeat(np.arange(rows, dtype=np.int32), np.diff(indptr))), pad),
+        jnp.pad(jnp.asarray(ids.astype(np.int32)), pad))
+    padded = c.shape[0]
     for lo in range(0, padded, chunk):
         y = _accumulate(y, x, table, c, r, k, jnp.int32(lo), chunk)
     return y

@@ -154,6 +154,8 @@ def test_bad_arguments():
         F.main(["--sizes", "1TiB"])
     with pytest.raises(ValueError, match="reps must be >= 1"):
         F.run_case("porep", "2KiB", reps=0)
+    with pytest.raises(SystemExit, match="--then-resident: needs --keys-in-host-memory"):
+        F.main(["--then-resident"])
 
 
 def _leaf(randomness: bytes, sector_id: int, c: int, nodes: int) -> int:
@@ -208,3 +210,31 @@ def test_window_post_proof_path_and_saved_snarkjs_json(tmp_path):
             return r.returncode == 0 and "OK" in r.stdout
         assert snarkjs(d / "public.json")
         assert not snarkjs(bad)
+
+
+@pytest.mark.slow
+def test_streaming_then_resident_proves_twice_from_one_setup(tmp_path):
+    """--then-resident: the streaming proofs (key in host memory, MSMs within a
+    budget), then the same key placed on the device and proved again; both
+    timing records written and both saved proofs verify."""
+    out, save = tmp_path / "p.jsonl", tmp_path / "save"
+    F.main(["--kinds", "window-post", "--sizes", "2KiB", "--challenges", "1", "--reps", "1",
+            "--keys-in-host-memory", "--msm-budget-gib", "0.05", "--then-resident",
+            "--save", str(save), "--out", str(out)])
+    recs = _records(out)
+    assert [r["case"] for r in recs] == ["filecoin.window-post.circuit"] + \
+        ["filecoin.window-post"] * 2 + ["filecoin.window-post.verify"]
+    streaming, resident = recs[1], recs[2]
+    assert streaming["keys_in_host_memory"] is True and "key_place_s" not in streaming
+    assert resident["keys_in_host_memory"] is False and resident["key_place_s"] > 0
+    assert resident["after_streaming_in_process"] is True and recs[3]["verified"] is True
+    assert resident["setup_s"] == streaming["setup_s"]          # one setup for both
+    vk = FM.read_verification_key_json(save / "window-post_2KiB_c1" / "verification_key.json")
+    for name in ("window-post_2KiB_c1", "window-post_2KiB_resident_c1"):
+        d = save / name
+        public = FM.read_public_json(d / "public.json")
+        pr = FM.read_proof_json(d / "proof.json")
+        pr = G.Proof(*(x[..., None] for x in pr))
+        assert bool(np.asarray(G.verify(vk, [public], pr)).reshape(-1)[0]) is True
+        changed = [public[0] + 1] + public[1:]
+        assert bool(np.asarray(G.verify(vk, [changed], pr)).reshape(-1)[0]) is False

@@ -12,9 +12,10 @@
 #    each costs 5-8 min of compiles; GPU work never overlaps a timed run: the prove
 #    step waits for it);
 # 2. the proof in streaming mode (keys built split in host memory, MSMs within a
-#    16 GiB budget): the resident-key plan (~146 GiB) exceeds the H200.
-# 3. with RESIDENT=1, the proof again with the key resident on the device (a second
-#    setup, ~4 min: keys do not persist); then the small cases $AFTER (default none).
+#    16 GiB budget: the 16 GB-card path).
+#    With RESIDENT=1 the same process then places the key on the device and proves
+#    again (bench.filecoin --then-resident: one setup for both modes; the <= 1.5 s goal).
+# 3. the small cases $AFTER (default none).
 # Everything lands in $RUN_DIR (default /tmp/run); `done` marks the end.
 # bench/device/poll.sh reads it (and fails at once on a fresh machine).
 set -u
@@ -52,14 +53,8 @@ wait $REC $GPU
 say "proving"
 XLA_PYTHON_CLIENT_MEM_FRACTION=0.92 timeout 1500 python3 -m bench.filecoin --kinds "$K" \
     --sizes "$Z" --circuit-dir "$D" --cache --keys-in-host-memory --msm-budget-gib 16 \
-    --no-verify --reps ${REPS:-3} --save "$R/fc" --out "$R/${K}32.jsonl" > "$R/prove.log" 2>&1
+    ${RESIDENT:+--then-resident} --no-verify --reps ${REPS:-5} --save "$R/fc" \
+    --out "$R/${K}32.jsonl" > "$R/prove.log" 2>&1
 say "prove rc $?"
-if [ -n "${RESIDENT-}" ]; then      # then the key resident on the device (the <= 1.5 s goal)
-    XLA_PYTHON_CLIENT_MEM_FRACTION=0.92 timeout 1500 python3 -m bench.filecoin --kinds "$K" \
-        --sizes "$Z" --circuit-dir "$D" --cache --msm-budget-gib 16 --no-verify \
-        --reps ${REPS:-3} --save "$R/fc_resident" --out "$R/${K}32.jsonl" \
-        > "$R/prove_resident.log" 2>&1
-    say "prove (key resident) rc $?"
-fi
 small ${AFTER-}
 touch "$R/done"

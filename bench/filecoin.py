@@ -258,12 +258,16 @@ def _merged_msm_bytes(curve, bases: int, general: int, cfg) -> int:
             + (bases - general) * (4 * F + 32))
 
 
-# Fr vectors of the domain live at once in the prove's SpMV/NTT stages: a, b, c and their
-# padded copies while padding; a, b, c and two NTT temporaries while h is computed
-# (groth16._h_coefficients: one vector at a time to the coset, inputs donated).  Counted,
-# not measured: the H200 records' peaks are the MSMs'.
+# Fr vectors of the domain live at once while h is computed (groth16._h_coefficients: a, b, c,
+# one of them to the coset in its own buffer plus an NTT pass's output, the quotient's
+# temporaries).  Counted, not measured.
 NTT_VECTORS = 6
+# the ops.ntt.Domain: ω^j and ω^−j for j < m/2, g^i and g^−i·m⁻¹ for i < m (Fr): 3 vectors
+DOMAIN_VECTORS = 3
 SETUP_CHUNK_BYTES = 4 << 30   # one fixed-base chunk (2^20 G2 points, tables, temporaries), generous
+# the least MSM budget a key-resident 2^27 proof is planned with (it runs with 80% of the
+# device's free memory: groth16.prove_msms)
+RESIDENT_MSM_FLOOR = 4 << 30
 
 
 def plan(rows: int, num_vars: int, num_aux: int, dense_vars: int, matrices_bytes: int,
@@ -273,21 +277,30 @@ def plan(rows: int, num_vars: int, num_aux: int, dense_vars: int, matrices_bytes
     matrices of ``matrices_bytes``, domain m = 2^k ≥ rows:
 
     key = g1 + g2 with g1 = 96·(2·num_vars + num_aux + m − 1) (affine A, B1,
-    L, H) and g2 = 192·num_vars (B2); setup peak = 32·(7·num_vars + 2·m)
+    L, H) and g2 = 192·num_vars (B2), and for a key built split (an MSM
+    budget or ``keys_in_host``) the bit parts of A, B1, L and B2 padded to a
+    power of two; setup peak = 32·(7·num_vars + 2·m)
     (QAP values and scalars) + key (none with ``keys_in_host``) + one chunk
     of ``fixed_base_points`` (each query is written chunk by chunk into its
     own array);
-    prove peak = key (none with ``keys_in_host``) + matrices + 32·num_vars
-    (the witness) + the larger of two stages: the NTTs, ``NTT_VECTORS``
-    vectors of m, and the MSMs, h (m) + their working set: the larger merged
-    pass (G1: A, B1, L, H; G2: B2), or ``msm_budget`` (streaming mode, bases
-    in chunks);
+    prove peak = key (none with ``keys_in_host``) + matrices + the domain
+    (``DOMAIN_VECTORS`` vectors of m) + 32·num_vars (the witness) + the
+    largest stage: the SpMV, 32·(num_vars + 4·rows) (``pce.evaluate``); the
+    NTTs, ``NTT_VECTORS`` vectors of m; the MSMs, h (m) + their working set:
+    the larger merged pass (G1: A, B1, L, H; G2: B2), or a copy of the
+    witness (w ‖ r, w ‖ s) + ``msm_budget`` (the per-MSM path, bases in
+    chunks);
     host = ``HOST_BYTES_PER_ROW``·rows (recording and extraction), and for
     the setup that plus the key with ``keys_in_host`` (the key is built
     split, ``groth16.setup(positions=)``: never a second copy)."""
     log_m = G.domain_log(rows)
     m = 1 << log_m
     g1, g2 = G1_AFFINE * (2 * num_vars + num_aux + m - 1), G2_AFFINE * num_vars
+    bits = num_vars - dense_vars
+    if (msm_budget is not None or keys_in_host) and bits:
+        # built split (the per-MSM path): A, B1, B2 and L's bit parts padded to 2^k
+        pad = (1 << (bits - 1).bit_length()) - bits
+        g1, g2 = g1 + 3 * G1_AFFINE * pad, g2 + G2_AFFINE * pad
     key = g1 + g2
     cfg = M.default_config()
     if msm_budget is None:
@@ -295,12 +308,13 @@ def plan(rows: int, num_vars: int, num_aux: int, dense_vars: int, matrices_bytes
                                     cfg),
                   _merged_msm_bytes(G2, num_vars, dense_vars, cfg))
     else:
-        msm = msm_budget
+        msm = FR_BYTES * num_vars + msm_budget
+    stages = (FR_BYTES * (num_vars + 4 * rows), FR_BYTES * NTT_VECTORS * m, FR_BYTES * m + msm)
     return Plan(rows, log_m, HOST_BYTES_PER_ROW * rows, key,
                 FR_BYTES * (7 * num_vars + 2 * m) + (0 if keys_in_host else key)
                 + SETUP_CHUNK_BYTES,
-                (0 if keys_in_host else key) + matrices_bytes + FR_BYTES * num_vars
-                + max(FR_BYTES * NTT_VECTORS * m, FR_BYTES * m + msm),
+                (0 if keys_in_host else key) + matrices_bytes
+                + FR_BYTES * (DOMAIN_VECTORS * m + num_vars) + max(stages),
                 HOST_BYTES_PER_ROW * rows + (key if keys_in_host else 0))
 
 
@@ -421,9 +435,11 @@ def run_case(kind: str, size: str, reps: int = 5, env: dict | None = None,
     keep the recorded circuit and its matrices there and reuse them (a
     32GiB partition is recorded in one process, proved in the next).
     ``then_resident`` (with ``keys_in_host``): after the streaming proofs,
-    place the same key on the device and time proofs again (a second record,
-    ``keys_in_host_memory`` false, and ``_resident`` saved proofs): one setup
-    for both modes."""
+    place the same key on the device and time proofs again with the MSMs
+    within 80% of the free device memory (a second record,
+    ``keys_in_host_memory`` false, ``msm_budget_bytes`` null, and
+    ``_resident`` saved proofs): one setup for both modes; skipped (with a
+    message) when the plan with ``RESIDENT_MSM_FLOOR`` does not fit."""
     if reps < 1:
         raise ValueError(f"reps must be >= 1, got {reps}")
     env = environment() if env is None else env
@@ -530,8 +546,8 @@ def run_case(kind: str, size: str, reps: int = 5, env: dict | None = None,
         _save(save, f"{kind}_{size}" + (f"_c{challenges}" if challenges else ""), vk, proof,
               public)
     why = then_resident and keys_in_host and shortfall(
-        plan(m.rows, m.num_vars, m.num_aux, m.num_vars - bits, m.nbytes, msm_budget), lim,
-        ("prove",))
+        plan(m.rows, m.num_vars, m.num_aux, m.num_vars - bits, m.nbytes, RESIDENT_MSM_FLOOR),
+        lim, ("prove",))
     if why and not force:
         _say(f"SKIPPED the key-resident proofs of {kind} {size}: {why}")
     elif then_resident and keys_in_host:
@@ -542,9 +558,12 @@ def run_case(kind: str, size: str, reps: int = 5, env: dict | None = None,
         pk = jax.block_until_ready(G.place_keys((pk, vk))[0])
         place = time.perf_counter() - t
         res = E.Resident(pk, vk, m, _nbytes((pk, vk, m, dom, pos), device_only=True), dom, pos)
-        timing, proof, public = _timed_proofs(prover, res, w, reps, msm_budget, want,
+        # the MSMs within 80% of the device's free memory (groth16.prove_msms), not the
+        # streaming budget: the key is on the device now
+        timing, proof, public = _timed_proofs(prover, res, w, reps, None, want,
                                               f"{kind} {size} (key resident)")
-        rec = {**rec, **timing, "keys_in_host_memory": False, "key_place_s": place,
+        rec = {**rec, **timing, "keys_in_host_memory": False, "msm_budget_bytes": None,
+               "key_place_s": place,
                "resident_bytes": res.nbytes, "after_streaming_in_process": True,
                "command": argv_command()}
         emit(rec, out)

@@ -116,7 +116,7 @@ def load_stages(paths, witness: bool = False):
                 continue
             rows = r.get("rows")
             size = " ".join(x for x in (r.get("size"), f"{rows:,} rows" if rows else None) if x)
-            label = f"{r['case']} {size} @ {r.get('commit', '?')}"
+            label = f"{r['case']} {size} @ {r.get('commit', '?')[:7]}"
             stages = {"witness": r["witness_s"]} if witness and "witness_s" in r else {}
             stages.update((k, v) for k, v in st.items() if k != "total")
             bars.append((label, stages, r.get("goal_s")))

@@ -46,7 +46,7 @@ from jax import lax
 import numpy as np
 
 from jaxprove import pce, store
-from ops import encoding
+from ops import aot, encoding
 from ops import msm as M
 from ops import ntt as N
 from ops import pairing as PA
@@ -126,7 +126,7 @@ def qap_at(r1cs, tau: int, log_m: int):
                  for m in (r1cs.a, r1cs.b, r1cs.c))
 
 
-@functools.partial(jax.jit, static_argnums=(0, 2))
+@functools.partial(aot.program, static_argnums=(0, 2))
 def _fixed_base_chunk(curve, s, window: int):
     return curve.to_affine(curve.fixed_base_mul(curve.generator_affine(), s, window=window))
 
@@ -278,30 +278,32 @@ def _h_coefficients(a, b, c, dom: N.Domain):
     one is 4 GiB: the difference decides whether a 32GiB partition's proof
     fits beside its resident 70 GiB key)."""
     ea, eb, ec = (_to_coset(x, dom) for x in (a, b, c))
-    return _coefficients(_quotient(ea, eb, ec, dom.n), dom)
+    t = _quotient(ea, eb, ec, dom.n)
+    del ea, eb, ec           # eb, ec are not held through the interpolation (8 GiB at 2^27)
+    return _coefficients(t, dom)
 
 
-@functools.partial(jax.jit, donate_argnums=0)
+@functools.partial(aot.program, donate_argnums=(0,))
 def _to_coset(x, dom: N.Domain):
     """coset_ntt(intt(x)): the evaluations on the coset gD (x donated)."""
     return N.coset_ntt(N.intt(x, dom), dom)
 
 
-@functools.partial(jax.jit, static_argnums=3, donate_argnums=0)
+@functools.partial(aot.program, static_argnums=(3,), donate_argnums=(0,))
 def _quotient(ea, eb, ec, m: int):
     """(ea·eb − ec)/Z(g·ω^i), Z(gx) = g^m − 1 on the whole coset (in ea's buffer)."""
     zinv = Fr.constant(pow((pow(N.GENERATOR, m, R) - 1) % R, -1, R), (1,))
     return Fr.mul(Fr.sub(Fr.mul(ea, eb), ec), zinv)
 
 
-@jax.jit
+@aot.program
 def _coefficients(t, dom: N.Domain):
     """The coefficients of t's interpolant over the coset, less the last (h
     has degree ≤ m − 2)."""
     return N.coset_intt(t, dom)[..., :dom.n - 1]
 
 
-@jax.jit
+@aot.program
 def _satisfied(a, b, c):
     """Per instance: (a∘b == c on every row, first failing row or −1)."""
     good = Fr.eq(Fr.mul(a, b), c)
@@ -398,7 +400,9 @@ def prove(pk: ProvingKey, matrices: pce.Matrices, w, seed: int | None = None,
         raise ValueError(f"prove: the witness does not satisfy circuit {matrices.name!r}: "
                          f"(instance, first failing row) = {bad[:8]}")
     pad = [(0, 0)] * (a.ndim - 1) + [(0, m - matrices.rows)]
-    a, b, c = (jnp.pad(x, pad) for x in (a, b, c))
+    a = jnp.pad(a, pad)      # one at a time: four vectors live, not six
+    b = jnp.pad(b, pad)
+    c = jnp.pad(c, pad)
     h = lap("ntt", _h_coefficients(a, b, c, domain or N.domain(log_m)))
     del a, b, c              # not held through the MSMs: 3 vectors of the domain size
     r, s = _blinding(batch, seed)
@@ -425,19 +429,23 @@ def prove_msms(pk: ProvingKey, w, h, num_inputs: int, positions: MSMPositions, r
     are ONE merged Pippenger pass (``ops.msm.msm_many``, stage ``msm_g1``)
     and B2 + s·δ₂ another (``msm_g2``): their fixed costs (sort, partial
     sums, bucket reduction) are paid once per curve.  Otherwise (bases in
-    host memory, or too large) each MSM runs alone in chunks within that
-    budget (``ops.msm.msm_split``; stages msm_a, msm_b_g1, msm_b_g2, msm_l,
+    host memory, a key built split, or too large) each MSM runs alone in
+    chunks within that budget (for bases on the device, 80% of its free
+    memory unless given; none for host bases unless given) (``ops.msm.msm_split``; stages msm_a, msm_b_g1, msm_b_g2, msm_l,
     msm_h)."""
     batch = w.shape[1:-1]
-    streaming = any(isinstance(x, (np.ndarray, M.SplitBases))
-                    for x in (pk.a, pk.b_g1, pk.b_g2, pk.l, pk.h))
+    vectors = (pk.a, pk.b_g1, pk.b_g2, pk.l, pk.h)
+    host = any(isinstance(x.dense if isinstance(x, M.SplitBases) else x, np.ndarray)
+               for x in vectors)
+    split = any(isinstance(x, M.SplitBases) for x in vectors)
     fixed = tuple(jnp.asarray(x) for x in (pk.alpha_g1, pk.beta_g1, pk.beta_g2, pk.delta_g1))
     budget = msm_config.budget_bytes if msm_config is not None else None
-    if budget is None and not streaming:
+    if budget is None and not host:       # bases on the device: within its free memory
         budget = _free_device_bytes(w)
     if budget is not None and (msm_config is None or msm_config.budget_bytes is None):
         msm_config = dataclasses.replace(msm_config or M.default_config(), budget_bytes=budget)
-    if not streaming and (budget is None or _merged_bytes(pk, w, positions, msm_config) <= budget):
+    if not (host or split) and (budget is None or
+                                _merged_bytes(pk, w, positions, msm_config) <= budget):
         bits, bits_l = positions
         def one(k):                                    # (8, *batch) -> (8, *batch, 1)
             return k[..., None]
@@ -461,16 +469,18 @@ def prove_msms(pk: ProvingKey, w, h, num_inputs: int, positions: MSMPositions, r
     pv = positions.vars
     delta_at = jnp.full((1,), _n_vars(pk), jnp.int32)
     pos_d = M.Positions(jnp.concatenate([jnp.asarray(pv.dense), delta_at]), jnp.asarray(pv.bits))
-    sr, ss = _append_scalar(w, r, batch), _append_scalar(w, s, batch)
     size_h = _streaming_sizes(_n_vars(pk), pk.l.shape[-1], pk.h.shape[-1], pv.bits.shape[0],
                               positions.aux.bits.shape[0])[2]
 
     def split(curve, bases, scalars, positions, size=None):
         return M.msm_split(curve, bases, scalars, positions, msm_config, size)
 
-    msm_a = lap("msm_a", split(G1, pk.a, sr, pos_d))
+    # w ‖ r and w ‖ s (δ's scalar) one at a time: each is a copy of the witness
+    msm_a = lap("msm_a", split(G1, pk.a, _append_scalar(w, r, batch), pos_d))
+    ss = _append_scalar(w, s, batch)
     msm_b1 = lap("msm_b_g1", split(G1, pk.b_g1, ss, pos_d))
     msm_b2 = lap("msm_b_g2", split(G2, pk.b_g2, ss, pos_d))
+    del ss
     msm_l = lap("msm_l", split(G1, pk.l, w[..., num_inputs:], positions.aux))
     msm_h = lap("msm_h", split(G1, pk.h, h, [], size_h))
     return lap("combine", _combine(fixed, msm_a, msm_b1, msm_b2, msm_l, msm_h, r, s))
@@ -552,7 +562,7 @@ def _append_scalar(scalars, k, batch):
     return jnp.concatenate([scalars, kb], axis=-1)
 
 
-@jax.jit
+@aot.program
 def _combine(fixed, msm_a, msm_b1, msm_b2, msm_l, msm_h, r, s):
     """A = α + (Σ w A + r·δ), B = β + (Σ w B + s·δ), C = Σ L + Σ H + s·A + r·B1 − rs·δ
     (the r·δ, s·δ terms are inside the MSMs; the three products of C are one

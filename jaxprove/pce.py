@@ -49,7 +49,7 @@ import numpy as np
 
 from circuits import cs
 from jaxprove import store
-from ops import spmv
+from ops import aot, spmv
 from ops.field import Fr
 
 VERSION = 4                 # bump whenever the stored layout or its meaning changes
@@ -204,7 +204,7 @@ def _check_witness(m: Matrices, w):
                          f"circuit {m.name!r}, got {w.dtype} {w.shape}")
 
 
-@jax.jit
+@aot.program
 def evaluate(m: Matrices, w):
     """(a, b, c) = (A·w, B·w, C·w) for a witness batch w (8, *batch,
     num_vars) of canonical Montgomery Fr limbs -> three Fr arrays (8, *batch,
@@ -220,7 +220,7 @@ def evaluate(m: Matrices, w):
                  for x in (m.a, m.b, m.c))
 
 
-@jax.jit
+@aot.program
 def is_satisfied(m: Matrices, w):
     """Per instance: (ok, first_bad) where ok = (a∘b == c on every row) as bool
     (*batch,), and first_bad is the first row with a·b != c (int32 (*batch,),

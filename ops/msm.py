@@ -65,7 +65,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from ops import segsum
+from ops import aot, segsum
 from ops.curve import Curve
 from ops.elementwise import _has_cuda
 from ops.field import Fr
@@ -501,20 +501,20 @@ def _traced(cfg: MSMConfig) -> MSMConfig:
     return dataclasses.replace(cfg, budget_bytes=None, split_threshold=None)
 
 
-@functools.partial(jax.jit, static_argnums=(0, 3, 4))
+@functools.partial(aot.program, static_argnums=(0, 3, 4))
 def _msm_jit(curve, bases, scalars, c, cfg):
     k = Fr.from_montgomery(scalars)
     buckets = _msm_core(curve, point_major(curve, bases), k, c, cfg)
     return reduce_buckets(curve, buckets, k.shape[1], c, cfg)
 
 
-@functools.partial(jax.jit, static_argnums=(0, 3, 4))
+@functools.partial(aot.program, static_argnums=(0, 3, 4))
 def _chunk_jit(curve, bases, scalars, c, cfg, buckets):
     k = Fr.from_montgomery(scalars)
     return curve.add(buckets, _msm_core(curve, point_major(curve, bases), k, c, cfg))
 
 
-@functools.partial(jax.jit, static_argnums=(0, 2, 3, 4))
+@functools.partial(aot.program, static_argnums=(0, 2, 3, 4))
 def _reduce_jit(curve, buckets, G, c, cfg):
     return reduce_buckets(curve, buckets, G, c, cfg)
 
@@ -531,6 +531,48 @@ def working_set_bytes(curve: Curve, n: int, G: int, c: int, cfg: MSMConfig) -> i
             + T * 8 * 3              # sort in/out/scratch (key + payload)
             + (G * W * B + 2 * cfg.lanes) * 3 * F * 2   # buckets + parts target, twice
             + cfg.lanes * (3 * F + 2 * F) * 4)          # acc, gathered points, temporaries
+
+
+def bits_working_set_bytes(curve: Curve, n: int, G: int, cfg: MSMConfig) -> int:
+    """Estimated peak device bytes of ``bits_sum`` over n bases and G bit
+    vectors (bases and their point-major copy, keys and payload, sort
+    buffers, the G sums and the lane arrays)."""
+    F = 4 * math.prod(curve.fp)
+    return (_bases_bytes(curve, n) * 2 + G * n * 4 * 2 + G * n * 8 * 3 + G * n
+            + (G + 2 * cfg.lanes) * 3 * F * 2 + cfg.lanes * (3 * F + 2 * F) * 4)
+
+
+def _bases_bytes(curve: Curve, n: int) -> int:
+    """Bytes of n affine bases."""
+    return n * 2 * 4 * math.prod(curve.fp)
+
+
+def _chunk_size(n: int, working_set, budget: int, what: str) -> int:
+    """The largest power-of-two chunk (at most N rounded up) whose
+    ``working_set(chunk)`` fits ``budget`` bytes; a clear error if even one
+    point does not."""
+    chunk = _pow2(max(n, 1))
+    while chunk > 1 and working_set(chunk) > budget:
+        chunk //= 2
+    if working_set(chunk) > budget:
+        raise ValueError(f"{what}: budget of {budget} bytes is below the fixed working set "
+                         f"({working_set(1)} bytes); lower lanes/window")
+    return chunk
+
+
+def _in_chunks(n: int, chunk: int, step, acc):
+    """acc ← step(lo, hi, acc) over [0, N) in chunks, at most two in flight:
+    before chunk k is dispatched (its bases copied to the device, for host
+    bases) chunk k − 2 has finished, so its buffers are free.  Without the
+    wait the host loop runs ahead of the device and every chunk's bases land
+    on the device at once (the whole vector: the budget ignored)."""
+    pending = []
+    for lo in range(0, n, chunk):
+        if len(pending) == 2:
+            jax.block_until_ready(pending.pop(0))
+        acc = step(lo, min(n, lo + chunk), acc)
+        pending.append(acc)
+    return acc
 
 
 def many_working_set_bytes(curve: Curve, sizes, batch: int, n_out: int, c: int,
@@ -605,26 +647,19 @@ def msm(curve: Curve, bases, scalars, config: MSMConfig | None = None):
     if cfg.budget_bytes is None or working_set_bytes(curve, n, G, c, cfg) <= cfg.budget_bytes:
         out = _msm_jit(curve, jnp.asarray(bases), s, c, _traced(cfg))
         return out.reshape(curve.proj + batch)
-    chunk = 1 << max(0, (n - 1).bit_length())
-    while chunk > 1 and working_set_bytes(curve, chunk, G, c, cfg) > cfg.budget_bytes:
-        chunk //= 2
-    if working_set_bytes(curve, chunk, G, c, cfg) > cfg.budget_bytes:
-        raise ValueError(f"msm: budget of {cfg.budget_bytes} bytes is below the fixed working set "
-                         f"({working_set_bytes(curve, 1, G, c, cfg)} bytes); lower lanes/window")
-    buckets = curve.identity((G * num_windows(c) << (c - 1),))
-    for lo in range(0, n, chunk):
-        hi = min(n, lo + chunk)
-        b = bases[..., lo:hi]
-        sc = s[..., lo:hi]
-        if hi - lo < chunk:      # pad the last chunk: (0, 0) bases, zero scalars (skipped)
-            pad = [(0, 0)] * (b.ndim - 1) + [(0, chunk - (hi - lo))]
-            b = np.pad(b, pad) if isinstance(b, np.ndarray) else jnp.pad(b, pad)
-            sc = jnp.pad(sc, ((0, 0), (0, 0), (0, chunk - (hi - lo))))
-        buckets = _chunk_jit(curve, jnp.asarray(b), sc, c, _traced(cfg), buckets)
+    host = isinstance(bases, np.ndarray)
+    chunk = _chunk_size(n, lambda k: working_set_bytes(curve, k, G, c, cfg)
+                        + (_bases_bytes(curve, k) if host else 0), cfg.budget_bytes, "msm")
+
+    def step(lo, hi, buckets):
+        b, sc = _pad_last(bases[..., lo:hi], chunk), _pad_last(s[..., lo:hi], chunk)
+        return _chunk_jit(curve, jnp.asarray(b), sc, c, _traced(cfg), buckets)
+
+    buckets = _in_chunks(n, chunk, step, curve.identity((G * num_windows(c) << (c - 1),)))
     return _reduce_jit(curve, buckets, G, c, _traced(cfg)).reshape(curve.proj + batch)
 
 
-@functools.partial(jax.jit, static_argnums=(0, 3))
+@functools.partial(aot.program, static_argnums=(0, 3))
 def _bits_jit(curve, bases, bits, cfg):
     G, N = bits.shape
     pm = point_major(curve, bases)
@@ -641,9 +676,14 @@ def bits_sum(curve: Curve, bases, bits, config: MSMConfig | None = None):
     The MSM of a bit-valued scalar vector without windows or bucket
     reduction: each set position is one entry with the key of its vector
     (the rest get the sentinel), one sort of batch·N keys, then the
-    segmented sum of ``bucket_sums``, whose output buckets are the sums."""
+    segmented sum of ``bucket_sums``, whose output buckets are the sums.
+    Bases may be a host array (streaming).  With ``config.budget_bytes`` the
+    bases go in power-of-two chunks whose ``bits_working_set_bytes`` (plus,
+    for host bases, the next chunk's copy) fits the budget, at most two in
+    flight."""
     cfg = config or default_config()
-    bases = jnp.asarray(bases)
+    if not isinstance(bases, np.ndarray):
+        bases = jnp.asarray(bases)
     if bases.ndim != len(curve.aff) + 1 or tuple(bases.shape[:-1]) != curve.aff:
         raise ValueError(f"bits_sum: bases must be affine {curve.name} points of shape "
                          f"{curve.aff + ('N',)}, got {tuple(bases.shape)}")
@@ -651,8 +691,25 @@ def bits_sum(curve: Curve, bases, bits, config: MSMConfig | None = None):
     if bits.ndim < 1 or bits.shape[-1] != bases.shape[-1]:
         raise ValueError(f"bits_sum: bits must be (*batch, {bases.shape[-1]}), got {bits.shape}")
     batch = bits.shape[:-1]
-    out = _bits_jit(curve, bases, bits.reshape(-1, bits.shape[-1]).astype(bool), _traced(cfg))
+    bits = bits.reshape(-1, bits.shape[-1]).astype(bool)
+    G, n = bits.shape
+    host = isinstance(bases, np.ndarray)
+    if cfg.budget_bytes is None or bits_working_set_bytes(curve, n, G, cfg) <= cfg.budget_bytes:
+        return _bits_jit(curve, jnp.asarray(bases), bits, _traced(cfg)).reshape(curve.proj + batch)
+    chunk = _chunk_size(n, lambda k: bits_working_set_bytes(curve, k, G, cfg)
+                        + (_bases_bytes(curve, k) if host else 0), cfg.budget_bytes, "bits_sum")
+
+    def step(lo, hi, acc):
+        b, f = _pad_last(bases[..., lo:hi], chunk), _pad_last(bits[:, lo:hi], chunk)
+        return _bits_add_jit(curve, jnp.asarray(b), f, _traced(cfg), acc)
+
+    out = _in_chunks(n, chunk, step, curve.identity((G,)))
     return out.reshape(curve.proj + batch)
+
+
+@functools.partial(aot.program, static_argnums=(0, 3))
+def _bits_add_jit(curve, bases, bits, cfg, acc):
+    return curve.add(acc, _bits_jit(curve, bases, bits, cfg))
 
 
 def _pow2(k: int) -> int:
@@ -682,7 +739,7 @@ def _split_sum(curve: Curve, bit_bases, bits, dense_bases, dense_scalars, cfg: M
     return out
 
 
-@jax.jit
+@aot.program
 def _bit_mask(scalars):
     """Fr scalars ``(8, G, N)`` (Montgomery) -> (mask ``(N,)`` bool: every
     vector holds 0 or 1 there (limbs 0 or R mod r), count int32)."""
@@ -691,7 +748,7 @@ def _bit_mask(scalars):
     return mask, jnp.sum(mask, dtype=jnp.int32)
 
 
-@functools.partial(jax.jit, static_argnums=(3, 4))
+@functools.partial(aot.program, static_argnums=(3, 4))
 def _gather_split(bases, scalars, mask, kb: int, kd: int):
     """Split by ``mask`` on the device: (bit bases ``(2, *fp, kb)``, bits
     ``(G, kb)`` bool, dense bases ``(2, *fp, kd)``, dense scalars
@@ -884,7 +941,7 @@ def _part_keys(s, dense_idx, bit_idx, grp, offset, c: int, nb: int):
     return keys, pay
 
 
-@functools.partial(jax.jit, static_argnums=(0, 1, 2, 3))
+@functools.partial(aot.program, static_argnums=(0, 1, 2, 3))
 def _many_jit(curve, outs, c, cfg, bases, scalars, dense_idx, bit_idx):
     n_out = max(outs) + 1
     Gb = scalars[0].shape[1]

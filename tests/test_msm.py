@@ -115,6 +115,46 @@ def test_bits_sum_and_split(g1_bases):
         M.bits_sum(G1, bases, jnp.ones((N + 1,), bool), CFG)
 
 
+def test_bits_sum_in_chunks_within_a_budget(g1_bases, monkeypatch):
+    """bits_sum under a budget: device and host bases in power-of-two chunks
+    (each within the budget, with the next chunk's copy for host bases) give
+    the sums of the whole vector."""
+    ks, bases = g1_bases
+    rng = random.Random(18)
+    rows = [[rng.randrange(2) for _ in range(N)], [1] * N]
+    bits = jnp.asarray(np.array(rows, bool))
+    chunks = []
+    real = M._bits_add_jit
+    monkeypatch.setattr(M, "_bits_add_jit",
+                        lambda c, b, f, cfg, acc: chunks.append(b.shape[-1]) or real(c, b, f, cfg, acc))
+    budget = M.bits_working_set_bytes(G1, 8, 2, CFG)
+    cfg = M.MSMConfig(window=4, lanes=8, small_lanes=4, min_steps=4, budget_bytes=budget)
+    want = [_expected(ks, r) for r in rows]
+    assert G1.to_affine_ints(M.bits_sum(G1, jnp.asarray(bases), bits, cfg)) == want
+    assert chunks == [8] * 4
+    chunks.clear()
+    assert G1.to_affine_ints(M.bits_sum(G1, np.asarray(bases), bits, cfg)) == want
+    assert chunks == [4] * 8 and M.bits_working_set_bytes(G1, 4, 2, CFG) \
+        + M._bases_bytes(G1, 4) <= budget < M.bits_working_set_bytes(G1, 8, 2, CFG) \
+        + M._bases_bytes(G1, 8)
+    with pytest.raises(ValueError, match="bits_sum: budget of 100 bytes"):
+        M.bits_sum(G1, bases, bits, M.MSMConfig(window=4, lanes=8, budget_bytes=100))
+
+
+def test_in_chunks_keeps_at_most_two_in_flight(monkeypatch):
+    """_in_chunks waits for chunk k − 2 before dispatching chunk k."""
+    events = []
+    monkeypatch.setattr(M.jax, "block_until_ready", lambda x: events.append(("wait", x)))
+
+    def step(lo, hi, acc):
+        events.append(("run", lo))
+        return lo
+
+    assert M._in_chunks(10, 2, step, None) == 8
+    assert events == [("run", 0), ("run", 2), ("wait", 0), ("run", 4), ("wait", 2),
+                      ("run", 6), ("wait", 4), ("run", 8)]
+
+
 def test_msm_split_over_presplit_host_bases(g1_bases):
     """Host bases split once (``split_bases``, the streaming key's form) give
     the same sums as the unsplit vector, for a batch of two scalar vectors

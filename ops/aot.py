@@ -1,0 +1,202 @@
+"""Compiled programs kept across processes, found without tracing.
+
+A restart with a warm persistent compilation cache still spends most of a
+first proof in Python: JAX computes that cache's key from the *lowered*
+program, so every program is traced and lowered again (bench/NOTES.md,
+hypothesis 23: on the H200, 125 cache hits cost 99 s of tracing and 17 s of
+lowering against 45 s of XLA for the 4 misses).  ``program`` is ``jax.jit``
+plus a store of serialized executables
+(``jax.experimental.serialize_executable``) under a key known *before*
+tracing:
+
+    key = sha256(module.qualname, source hash of jaxprove/ops/circuits,
+                 jax version, platform and device kind, the device's id,
+                 XLA_FLAGS, x64, repr of the static arguments,
+                 tree structure + (shape, dtype, weak type) of every
+                 dynamic argument)
+
+A call computes the key (microseconds), looks it up among the executables
+this wrapper has loaded, then on disk (``DIR/<name>-<key>.exe``), and only
+then traces, lowers and compiles, storing the result (written to a
+temporary name, then renamed).  The store is ``$JAXPROVE_AOT``, or
+``aot/`` in JAX's persistent compilation cache when an entry point has
+turned that on (``jaxprove.cache``); otherwise (or ``JAXPROVE_AOT=off``)
+there is none.  With a store the function body runs (is traced) only on a
+miss.  Calls made while tracing (inside another jitted function), with
+arguments on several devices, with static arguments whose repr names a
+memory address, with keyword arguments, or whose executable cannot be
+serialized go to the plain ``jax.jit``, as does everything when the store
+is off.  A damaged or
+unloadable file is compiled again and replaced.
+"""
+from __future__ import annotations
+
+import functools
+import hashlib
+import os
+import pickle
+import tempfile
+from pathlib import Path
+from typing import Callable, Sequence
+
+import jax
+import numpy as np
+
+ENV = "JAXPROVE_AOT"
+_PACKAGES = ("jaxprove", "ops", "circuits")
+
+
+@functools.lru_cache(maxsize=1)
+def source_hash() -> str:
+    """sha256 over the .py files of the packages whose code is traced (path
+    and bytes, sorted): any edit changes every key."""
+    root = Path(__file__).resolve().parent.parent
+    h = hashlib.sha256()
+    for pkg in _PACKAGES:
+        for f in sorted((root / pkg).rglob("*.py")):
+            h.update(str(f.relative_to(root)).encode())
+            h.update(f.read_bytes())
+    return h.hexdigest()
+
+
+def store_dir() -> str | None:
+    """Where executables are kept: ``$JAXPROVE_AOT`` ("off" or "0": nowhere),
+    else ``aot/`` inside JAX's persistent compilation cache when that is on
+    (``jaxprove.cache.enable_compilation_cache``), else nowhere."""
+    env = os.environ.get(ENV)
+    if env is not None:
+        return None if env.lower() in ("", "0", "off") else env
+    cache = jax.config.jax_compilation_cache_dir
+    return os.path.join(cache, "aot") if cache else None
+
+
+def _leaf_sig(x):
+    """(shape, dtype, weak type) of an array leaf; None for anything else."""
+    if isinstance(x, (jax.Array, np.ndarray, np.generic)):
+        return (tuple(x.shape), str(x.dtype), bool(getattr(x, "weak_type", False)))
+    if isinstance(x, (bool, int, float, complex)):        # Python scalars: weakly typed
+        return ((), type(x).__name__, True)
+    return None
+
+
+def _device(leaves):
+    """The one device the array leaves live on (the default device if none
+    is committed); None if they span several."""
+    devs = set()
+    for x in leaves:
+        if isinstance(x, jax.Array):
+            d = x.devices()
+            if len(d) != 1:
+                return None
+            devs |= d
+    if len(devs) > 1:
+        return None
+    return next(iter(devs)) if devs else jax.devices()[0]
+
+
+def program_key(name: str, static: Sequence, dynamic: Sequence) -> str | None:
+    """The store key of ``name`` called with these static and dynamic
+    arguments, or None when the call cannot be keyed (a tracer, several
+    devices, a non-array leaf, an address in a static repr)."""
+    leaves, tree = jax.tree_util.tree_flatten(list(dynamic))
+    if any(isinstance(x, jax.core.Tracer) for x in leaves):
+        return None
+    sigs = [_leaf_sig(x) for x in leaves]
+    if any(s is None for s in sigs):
+        return None
+    dev = _device(leaves)
+    stat = repr(tuple(static))
+    if dev is None or " at 0x" in stat:
+        return None
+    parts = (name, source_hash(), jax.__version__, dev.platform,
+             getattr(dev, "device_kind", ""), dev.id, os.environ.get("XLA_FLAGS", ""),
+             bool(jax.config.jax_enable_x64), stat, str(tree), sigs)
+    return hashlib.sha256(repr(parts).encode()).hexdigest()[:32]
+
+
+def _write(path: Path, data: bytes) -> None:
+    """Atomically: a temporary file in the same directory, then rename."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def program(fn: Callable | None = None, *, static_argnums: Sequence[int] = (),
+            donate_argnums: Sequence[int] = ()):
+    """``jax.jit(fn, static_argnums, donate_argnums)`` whose executables are
+    kept in the ``JAXPROVE_AOT`` directory and reloaded by later processes
+    without tracing (module docstring).  Usable as a decorator, with or
+    without arguments.  ``.jitted`` is the plain jitted function;
+    ``.stats`` counts hits in the process (``mem``), loads from disk
+    (``disk``) and compiles (``compiled``)."""
+    if fn is None:
+        return functools.partial(program, static_argnums=static_argnums,
+                                 donate_argnums=donate_argnums)
+    static_argnums = tuple(static_argnums)
+    jitted = jax.jit(fn, static_argnums=static_argnums, donate_argnums=tuple(donate_argnums))
+    name = f"{fn.__module__}.{fn.__qualname__}"
+    loaded: dict = {}
+    stats = {"mem": 0, "disk": 0, "compiled": 0}
+
+    @functools.wraps(fn)
+    def call(*args, **kwargs):
+        directory = store_dir()
+        if not directory or kwargs:
+            return jitted(*args, **kwargs)
+        static = [args[i] for i in static_argnums if i < len(args)]
+        dynamic = [a for i, a in enumerate(args) if i not in static_argnums]
+        key = program_key(name, static, dynamic)
+        if key is None:
+            return jitted(*args)
+        exe = loaded.get(key)
+        if exe is not None:
+            stats["mem"] += 1
+            return exe(*dynamic)
+        path = Path(directory) / f"{fn.__qualname__}-{key}.exe"
+        exe = _load(path)
+        if exe is not None:
+            stats["disk"] += 1
+        else:
+            exe = jitted.lower(*args).compile()
+            stats["compiled"] += 1
+            _store(path, exe)
+        loaded[key] = exe
+        return exe(*dynamic)
+
+    call.jitted = jitted
+    call.stats = stats
+    call.lower = jitted.lower
+    return call
+
+
+def _load(path: Path):
+    """The executable stored at path, or None (absent, damaged, or not
+    loadable here)."""
+    from jax.experimental import serialize_executable as se
+    try:
+        blob = path.read_bytes()
+    except FileNotFoundError:
+        return None
+    try:
+        data, in_tree, out_tree = pickle.loads(blob)
+        return se.deserialize_and_load(data, in_tree, out_tree)
+    except Exception:  # noqa: BLE001 - a damaged or foreign file: compile again
+        return None
+
+
+def _store(path: Path, exe) -> bool:
+    """Serialize exe to path; False (nothing written) if it cannot be."""
+    from jax.experimental import serialize_executable as se
+    try:
+        blob = pickle.dumps(se.serialize(exe))
+    except Exception:  # noqa: BLE001 - e.g. closed-over constants: not serializable
+        return False
+    _write(path, blob)
+    return True

@@ -1,0 +1,136 @@
+"""ops.aot: executables stored by a key known before tracing, and
+reloaded by another process without running (tracing) the function body."""
+from __future__ import annotations
+
+import functools
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from ops import aot
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _counted():
+    """A fresh aot program (as a new process would build it) and its trace count."""
+    traced = []
+
+    def affine(x, k, y):
+        traced.append(1)
+        return x * k + y
+
+    affine.__qualname__ = "affine"           # the same store name for every fresh wrapper
+    return aot.program(affine, static_argnums=(1,), donate_argnums=(0,)), traced
+
+
+def test_off_by_default_is_plain_jit(monkeypatch, tmp_path):
+    monkeypatch.delenv(aot.ENV, raising=False)
+    before = jax.config.jax_compilation_cache_dir
+    try:
+        jax.config.update("jax_compilation_cache_dir", None)
+        assert aot.store_dir() is None
+        jax.config.update("jax_compilation_cache_dir", str(tmp_path))
+        assert aot.store_dir() == str(tmp_path / "aot")   # beside the compilation cache
+        monkeypatch.setenv(aot.ENV, "off")
+        assert aot.store_dir() is None
+    finally:
+        jax.config.update("jax_compilation_cache_dir", before)
+    f, traced = _counted()
+    x = jnp.arange(4, dtype=jnp.uint32)
+    np.testing.assert_array_equal(f(x, 3, jnp.ones(4, jnp.uint32)), np.arange(4) * 3 + 1)
+    assert f.stats == {"mem": 0, "disk": 0, "compiled": 0} and traced == [1]
+
+
+def test_store_compiles_once_then_loads_without_tracing(monkeypatch, tmp_path):
+    monkeypatch.setenv(aot.ENV, str(tmp_path))
+    f, traced = _counted()
+    y = jnp.ones(4, jnp.uint32)
+    out = f(jnp.arange(4, dtype=jnp.uint32), 3, y)
+    np.testing.assert_array_equal(out, np.arange(4) * 3 + 1)
+    assert f.stats["compiled"] == 1 and len(traced) == 1
+    files = list(tmp_path.glob("affine-*.exe"))
+    assert len(files) == 1 and not list(tmp_path.glob("*.tmp"))
+    x = jnp.arange(4, dtype=jnp.uint32)
+    f(x, 3, y)                                      # the same key: the loaded executable
+    assert f.stats["mem"] == 1 and len(traced) == 1
+    assert x.is_deleted()                           # donation kept by the executable
+    # a fresh wrapper (another process) loads it from disk; the body never runs
+    g, traced2 = _counted()
+    np.testing.assert_array_equal(g(jnp.arange(4, dtype=jnp.uint32), 3, y), out)
+    assert g.stats == {"mem": 0, "disk": 1, "compiled": 0} and traced2 == []
+    # another static value, shape or dtype: another key, compiled and stored
+    np.testing.assert_array_equal(g(jnp.arange(4, dtype=jnp.uint32), 5, y), np.arange(4) * 5 + 1)
+    g(jnp.arange(8, dtype=jnp.uint32), 3, jnp.ones(8, jnp.uint32))
+    g(jnp.arange(4, dtype=jnp.int32), 3, jnp.ones(4, jnp.int32))
+    assert g.stats["compiled"] == 3 and len(list(tmp_path.glob("affine-*.exe"))) == 4
+
+
+def test_damaged_file_is_compiled_again(monkeypatch, tmp_path):
+    monkeypatch.setenv(aot.ENV, str(tmp_path))
+    f, _ = _counted()
+    f(jnp.arange(4, dtype=jnp.uint32), 3, jnp.ones(4, jnp.uint32))
+    (path,) = tmp_path.glob("affine-*.exe")
+    path.write_bytes(path.read_bytes()[:100])
+    g, traced = _counted()
+    out = g(jnp.arange(4, dtype=jnp.uint32), 3, jnp.ones(4, jnp.uint32))
+    np.testing.assert_array_equal(out, np.arange(4) * 3 + 1)
+    assert g.stats["compiled"] == 1 and traced == [1]
+    h, traced = _counted()                          # replaced by a good one
+    h(jnp.arange(4, dtype=jnp.uint32), 3, jnp.ones(4, jnp.uint32))
+    assert h.stats["disk"] == 1 and traced == []
+
+
+def test_calls_that_cannot_be_keyed_go_to_jit(monkeypatch, tmp_path):
+    monkeypatch.setenv(aot.ENV, str(tmp_path))
+    f, traced = _counted()
+
+    @jax.jit
+    def outer(x):                                   # inside a trace: tracers, inlined
+        return f(x, 2, x)
+
+    np.testing.assert_array_equal(outer(jnp.arange(3.0)), np.arange(3.0) * 3)
+    f(jnp.arange(3.0), 2, y=jnp.ones(3))            # keyword arguments
+    class Two:                                      # a static whose repr names an address
+        def __rmul__(self, x):
+            return x * 2
+
+    f(jnp.arange(3.0), Two(), jnp.ones(3))
+    assert f.stats == {"mem": 0, "disk": 0, "compiled": 0} and not list(tmp_path.iterdir())
+    assert aot.program_key("n", [], [jnp.ones(2)]) != aot.program_key("n", [], [jnp.ones(3)])
+    assert aot.program_key("n", [], [object()]) is None
+
+
+def test_another_process_loads_without_tracing(tmp_path):
+    """The real use: a second interpreter finds the first one's executable
+    (pytree arguments, a static curve and config as the MSM programs take)."""
+    script = textwrap.dedent("""
+        import functools, sys
+        import jax.numpy as jnp, numpy as np
+        from ops import aot
+        traced = []
+
+        @functools.partial(aot.program, static_argnums=(0,))
+        def scale(k, pair):
+            traced.append(1)
+            a, b = pair
+            return {"s": a * k + b}
+
+        out = scale(3, (jnp.arange(5.0), np.ones(5, np.float32)))["s"]
+        print(len(traced), scale.stats["disk"], float(out.sum()))
+    """)
+    env = dict(os.environ, JAXPROVE_AOT=str(tmp_path), JAX_PLATFORMS="cpu",
+               PYTHONPATH=str(ROOT))
+    runs = [subprocess.run([sys.executable, "-c", script], env=env, capture_output=True,
+                           text=True, timeout=300, cwd=tmp_path) for _ in range(2)]
+    for r in runs:
+        assert r.returncode == 0, r.stderr[-2000:]
+    assert runs[0].stdout.split() == ["1", "0", "35.0"]
+    assert runs[1].stdout.split() == ["0", "1", "35.0"]

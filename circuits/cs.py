@@ -75,6 +75,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from ops import aot
 from ops.field import Fr, R_FR
 from ops.limbs import to_limbs
 
@@ -740,7 +741,12 @@ def _witness_fn(circuit_fn, static_args, axes_leaves, axes_tree):
         out = circuit_fn(cs, inputs, *static_args)
         return cs.assemble(), out
 
-    return jax.jit(jax.vmap(one, in_axes=(in_axes,), out_axes=(1, 0)))
+    # the program is the circuit with its static arguments: the store's name says which
+    name = (f"witness:{getattr(circuit_fn, '__module__', '')}."
+            f"{getattr(circuit_fn, '__qualname__', '<locals>')}{static_args!r}:{in_axes!r}")
+    fn = jax.vmap(one, in_axes=(in_axes,), out_axes=(1, 0))
+    fn.__module__ = getattr(circuit_fn, "__module__", "")     # its source file is in the key
+    return aot.program(fn, name=name)
 
 
 def witness(circuit_fn: Callable, inputs, *static_args, in_axes=0):

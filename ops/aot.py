@@ -35,6 +35,8 @@ import functools
 import hashlib
 import os
 import pickle
+import re
+import sys
 import tempfile
 from pathlib import Path
 from typing import Callable, Sequence
@@ -57,6 +59,15 @@ def source_hash() -> str:
             h.update(str(f.relative_to(root)).encode())
             h.update(f.read_bytes())
     return h.hexdigest()
+
+
+@functools.lru_cache(maxsize=None)
+def module_hash(module: str) -> str:
+    """sha256 of a module's source file ("" without one): programs defined
+    outside the hashed packages (scripts, benchmarks, tests) change key when
+    their own file changes."""
+    f = getattr(sys.modules.get(module), "__file__", None)
+    return hashlib.sha256(Path(f).read_bytes()).hexdigest() if f and os.path.exists(f) else ""
 
 
 def store_dir() -> str | None:
@@ -94,10 +105,11 @@ def _device(leaves):
     return next(iter(devs)) if devs else jax.devices()[0]
 
 
-def program_key(name: str, static: Sequence, dynamic: Sequence) -> str | None:
-    """The store key of ``name`` called with these static and dynamic
-    arguments, or None when the call cannot be keyed (a tracer, several
-    devices, a non-array leaf, an address in a static repr)."""
+def program_key(name: str, static: Sequence, dynamic: Sequence, module: str = "") -> str | None:
+    """The store key of ``name`` (defined in ``module``) called with these
+    static and dynamic arguments, or None when the call cannot be keyed (a
+    tracer, several devices, a non-array leaf, a static repr naming an
+    address or abbreviated with "...")."""
     leaves, tree = jax.tree_util.tree_flatten(list(dynamic))
     if any(isinstance(x, jax.core.Tracer) for x in leaves):
         return None
@@ -106,9 +118,9 @@ def program_key(name: str, static: Sequence, dynamic: Sequence) -> str | None:
         return None
     dev = _device(leaves)
     stat = repr(tuple(static))
-    if dev is None or " at 0x" in stat:
+    if dev is None or " at 0x" in stat or "..." in stat:
         return None
-    parts = (name, source_hash(), jax.__version__, dev.platform,
+    parts = (name, source_hash(), module_hash(module), jax.__version__, dev.platform,
              getattr(dev, "device_kind", ""), dev.id, os.environ.get("XLA_FLAGS", ""),
              bool(jax.config.jax_enable_x64), stat, str(tree), sigs)
     return hashlib.sha256(repr(parts).encode()).hexdigest()[:32]
@@ -129,37 +141,44 @@ def _write(path: Path, data: bytes) -> None:
 
 
 def program(fn: Callable | None = None, *, static_argnums: Sequence[int] = (),
-            donate_argnums: Sequence[int] = ()):
+            donate_argnums: Sequence[int] = (), name: str | None = None):
     """``jax.jit(fn, static_argnums, donate_argnums)`` whose executables are
     kept in the ``JAXPROVE_AOT`` directory and reloaded by later processes
     without tracing (module docstring).  Usable as a decorator, with or
-    without arguments.  ``.jitted`` is the plain jitted function;
+    without arguments.  ``name`` (default: module and qualified name of
+    ``fn``) must identify the program together with the arguments: a
+    function built at run time names what it closes over (``None`` when that
+    has no stable repr: no store).  ``.jitted`` is the plain jitted function;
     ``.stats`` counts hits in the process (``mem``), loads from disk
     (``disk``) and compiles (``compiled``)."""
     if fn is None:
         return functools.partial(program, static_argnums=static_argnums,
-                                 donate_argnums=donate_argnums)
+                                 donate_argnums=donate_argnums, name=name)
     static_argnums = tuple(static_argnums)
     jitted = jax.jit(fn, static_argnums=static_argnums, donate_argnums=tuple(donate_argnums))
-    name = f"{fn.__module__}.{fn.__qualname__}"
+    module = getattr(fn, "__module__", "") or ""
+    name = name or f"{module}.{getattr(fn, '__qualname__', '<locals>')}"
+    # a closure's qualified name does not say what it closed over: no store
+    keyed = not any(x in name for x in (" at 0x", "...", "<locals>", "<lambda>"))
+    prefix = re.sub(r"[^A-Za-z0-9_.]", "_", name.rsplit(".", 1)[-1])[:48]
     loaded: dict = {}
     stats = {"mem": 0, "disk": 0, "compiled": 0}
 
     @functools.wraps(fn)
     def call(*args, **kwargs):
         directory = store_dir()
-        if not directory or kwargs:
+        if not directory or kwargs or not keyed:
             return jitted(*args, **kwargs)
         static = [args[i] for i in static_argnums if i < len(args)]
         dynamic = [a for i, a in enumerate(args) if i not in static_argnums]
-        key = program_key(name, static, dynamic)
+        key = program_key(name, static, dynamic, module)
         if key is None:
             return jitted(*args)
         exe = loaded.get(key)
         if exe is not None:
             stats["mem"] += 1
             return exe(*dynamic)
-        path = Path(directory) / f"{fn.__qualname__}-{key}.exe"
+        path = Path(directory) / f"{prefix}-{key}.exe"
         exe = _load(path)
         if exe is not None:
             stats["disk"] += 1

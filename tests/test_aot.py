@@ -134,3 +134,37 @@ def test_another_process_loads_without_tracing(tmp_path):
         assert r.returncode == 0, r.stderr[-2000:]
     assert runs[0].stdout.split() == ["1", "0", "35.0"]
     assert runs[1].stdout.split() == ["0", "1", "35.0"]
+
+
+def test_witness_programs_are_keyed_by_circuit_and_static_arguments(monkeypatch, tmp_path):
+    """circuits.cs.witness through the store: the cubic circuit at k = 2 and
+    k = 3 are two programs (their own files), a new process's builder loads
+    them without tracing, and a circuit defined in a function (a closure)
+    is never stored."""
+    from circuits import cs as C
+    from circuits.examples import cubic, cubic_public
+    from ops.field import Fr
+    monkeypatch.setenv(aot.ENV, str(tmp_path))
+    C._witness_fn.cache_clear()
+    x = {k: jnp.asarray(Fr.from_int(np.arange(1, 2 * k + 1, dtype=object).reshape(2, k)))
+         for k in (2, 3)}
+
+    def public(w, k):
+        return [int(v) for v in Fr.to_int(np.asarray(w[:, 0, 1:1 + k]))]
+
+    for k in (2, 3):
+        assert public(C.witness(cubic, x[k], k, in_axes=1), k) == cubic_public(range(1, k + 1),
+                                                                               Fr.p)
+    assert len(list(tmp_path.glob("cubic*.exe"))) == 2
+    C._witness_fn.cache_clear()                    # as a new process
+    f = C.witness_fn(cubic, 3, in_axes=1)
+    assert public(f(x[3])[0], 3) == cubic_public(range(1, 4), Fr.p)
+    assert f.stats == {"mem": 0, "disk": 1, "compiled": 0}
+
+    def local(cs, x, k):
+        return cubic(cs, x, k)
+
+    g = C.witness_fn(local, 2, in_axes=1)
+    g(x[2])
+    assert g.stats == {"mem": 0, "disk": 0, "compiled": 0}
+    C._witness_fn.cache_clear()

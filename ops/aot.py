@@ -37,7 +37,6 @@ import os
 import pickle
 import re
 import sys
-import tempfile
 from pathlib import Path
 from typing import Callable, Sequence
 
@@ -126,20 +125,6 @@ def program_key(name: str, static: Sequence, dynamic: Sequence, module: str = ""
     return hashlib.sha256(repr(parts).encode()).hexdigest()[:32]
 
 
-def _write(path: Path, data: bytes) -> None:
-    """Atomically: a temporary file in the same directory, then rename."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-
-
 def program(fn: Callable | None = None, *, static_argnums: Sequence[int] = (),
             donate_argnums: Sequence[int] = (), name: str | None = None):
     """``jax.jit(fn, static_argnums, donate_argnums)`` whose executables are
@@ -217,5 +202,7 @@ def _store(path: Path, exe) -> bool:
         blob = pickle.dumps(se.serialize(exe))
     except Exception:  # noqa: BLE001 - e.g. closed-over constants: not serializable
         return False
-    _write(path, blob)
+    from jaxprove.atomic import write_bytes          # stdlib only: no import cycle
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_bytes(path, blob)
     return True

@@ -199,7 +199,7 @@ def default_chunk(n: int) -> int:
     return min(1 << 12, 1 << max(n - 1, 0).bit_length())
 
 
-@functools.partial(jax.jit, donate_argnums=0)
+@functools.partial(aot.program, donate_argnums=(0,))
 def _write_at(out, x, lo):
     """out[..., lo:lo + len(x)] = x, in place (out is donated)."""
     return lax.dynamic_update_slice_in_dim(out, x, lo, axis=out.ndim - 1)
@@ -649,7 +649,7 @@ def verify_batch(vk: VerifyingKey, public_inputs, proof: Proof, seed: int | None
     return bool(_verify_batch(vk, x, proof, rho_fr, total))
 
 
-@jax.jit
+@aot.program
 def _verify_batch(vk, x, proof, rho, total):
     ic = G1.from_affine(_ic_sum(vk.ic, x))                               # (3, 12, k)
     ra = G1.to_affine(G1.scalar_mul(G1.from_affine(proof.a), rho))

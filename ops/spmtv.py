@@ -31,6 +31,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
+from ops import aot
 from ops.field import Fr
 
 DEFAULT_CHUNK = 1 << 22
@@ -57,7 +58,7 @@ def segmented_scan(keys, vals):
     return lax.fori_loop(0, max(C - 1, 0).bit_length(), step, vals)
 
 
-@functools.partial(jax.jit, static_argnums=7, donate_argnums=0)
+@functools.partial(aot.program, static_argnums=(7,), donate_argnums=(0,))
 def _accumulate(y, x, table, cols, rows, cids, lo, chunk: int):
     """y + the column sums of the sorted entries [lo, lo + chunk)."""
     n = y.shape[-1]
@@ -70,7 +71,7 @@ def _accumulate(y, x, table, cols, rows, cids, lo, chunk: int):
     return y.at[:, at].set(Fr.add(old, sums), mode="drop", unique_indices=True)
 
 
-@jax.jit
+@aot.program
 def _sort_by_column(cols, rows, cids):
     """The entries in column order: a key-value sort (the permutation), then
     two gathers (a sort of three operands would not be a radix sort)."""

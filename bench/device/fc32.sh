@@ -51,7 +51,7 @@ t = time.perf_counter(); jax.block_until_ready(s.witness(p[:1])); print('witness
 GPU=$!
 wait $REC $GPU
 say "proving"
-XLA_PYTHON_CLIENT_MEM_FRACTION=0.92 timeout 1500 python3 -m bench.filecoin --kinds "$K" \
+XLA_PYTHON_CLIENT_MEM_FRACTION=0.95 timeout 1500 python3 -m bench.filecoin --kinds "$K" \
     --sizes "$Z" --circuit-dir "$D" --cache --keys-in-host-memory --msm-budget-gib 16 \
     ${RESIDENT:+--then-resident} --no-verify --reps ${REPS:-5} --save "$R/fc" \
     --out "$R/${K}32.jsonl" > "$R/prove.log" 2>&1

@@ -76,7 +76,7 @@ def store_dir() -> str | None:
     env = os.environ.get(ENV)
     if env is not None:
         return None if env.lower() in ("", "0", "off") else env
-    cache = jax.config.jax_compilation_cache_dir
+    cache = getattr(jax.config, "jax_compilation_cache_dir", None)
     return os.path.join(cache, "aot") if cache else None
 
 
@@ -121,7 +121,7 @@ def program_key(name: str, static: Sequence, dynamic: Sequence, module: str = ""
         return None
     parts = (name, source_hash(), module_hash(module), jax.__version__, dev.platform,
              getattr(dev, "device_kind", ""), dev.id, os.environ.get("XLA_FLAGS", ""),
-             bool(jax.config.jax_enable_x64), stat, str(tree), sigs)
+             bool(getattr(jax.config, "jax_enable_x64", False)), stat, str(tree), sigs)
     return hashlib.sha256(repr(parts).encode()).hexdigest()[:32]
 
 

@@ -168,3 +168,31 @@ def test_witness_programs_are_keyed_by_circuit_and_static_arguments(monkeypatch,
     g(x[2])
     assert g.stats == {"mem": 0, "disk": 0, "compiled": 0}
     C._witness_fn.cache_clear()
+
+
+@pytest.mark.gpu
+def test_pallas_kernel_executable_round_trips_on_the_gpu(tmp_path):
+    """An executable holding a Pallas (Triton) kernel, Fr multiplication,
+    stored by one process and loaded by the next without tracing."""
+    script = textwrap.dedent("""
+        import jax.numpy as jnp, numpy as np
+        from ops import aot
+        from ops.field import Fr
+        traced = []
+
+        @aot.program
+        def square(x):
+            traced.append(1)
+            return Fr.mul(x, x)
+
+        x = jnp.asarray(Fr.from_int(np.arange(1, 1025, dtype=object)))
+        got = [int(v) for v in Fr.to_int(np.asarray(square(x)))]
+        assert got == [(i * i) % Fr.p for i in range(1, 1025)]
+        print(len(traced), square.stats["disk"])
+    """)
+    env = dict(os.environ, JAXPROVE_AOT=str(tmp_path), PYTHONPATH=str(ROOT))
+    runs = [subprocess.run([sys.executable, "-c", script], env=env, capture_output=True,
+                           text=True, timeout=600, cwd=tmp_path) for _ in range(2)]
+    for r in runs:
+        assert r.returncode == 0, r.stderr[-2000:]
+    assert [r.stdout.split() for r in runs] == [["1", "0"], ["0", "1"]]

@@ -2,11 +2,10 @@
 
 Pallas curve kernels take 10-20 s to compile on an H200 (bench/NOTES.md); the
 cache keeps the compiled executables across processes, so a machine pays that
-once.  With the cache on, ``ops.aot`` keeps the prove, setup, verify and
-witness executables in ``<cache>/aot`` too, found without tracing (a warm
-restart otherwise still traces and lowers every program: bench/NOTES.md,
-hypothesis 23).  Importing jaxprove never changes JAX's configuration:
-scripts call ``enable_compilation_cache()`` themselves.
+once (a warm restart still traces and lowers every program: bench/NOTES.md,
+hypothesis 23; ``ops.aot`` with ``JAXPROVE_AOT`` skips that too).  Importing
+jaxprove never changes JAX's configuration: scripts call
+``enable_compilation_cache()`` themselves.
 """
 from __future__ import annotations
 

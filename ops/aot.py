@@ -18,25 +18,28 @@ tracing:
 A call computes the key (microseconds), looks it up among the executables
 this wrapper has loaded, then on disk (``DIR/<name>-<key>.exe``), and only
 then traces, lowers and compiles, storing the result (written to a
-temporary name, then renamed).  The store is ``$JAXPROVE_AOT``, or
-``aot/`` in JAX's persistent compilation cache when an entry point has
-turned that on (``jaxprove.cache``); otherwise (or ``JAXPROVE_AOT=off``)
-there is none.  With a store the function body runs (is traced) only on a
+temporary name, then renamed).  The store is ``$JAXPROVE_AOT`` (opt-in
+until measured on the GPU).  Only fresh compiles are stored: an executable
+that JAX's own persistent cache supplied re-serializes incompletely on
+XLA:CPU, so it is used but not kept.  With a store the function body runs (is traced) only on a
 miss.  Calls made while tracing (inside another jitted function), with
 arguments on several devices, with static arguments whose repr names a
 memory address, with keyword arguments, or whose executable cannot be
 serialized go to the plain ``jax.jit``, as does everything when the store
 is off.  A damaged or
-unloadable file is compiled again and replaced.
+unloadable file, or a stored executable that refuses this call's arguments,
+is compiled again and replaced.
 """
 from __future__ import annotations
 
 import functools
 import hashlib
+import logging
 import os
 import pickle
 import re
 import sys
+import threading
 from pathlib import Path
 from typing import Callable, Sequence
 
@@ -44,6 +47,7 @@ import jax
 import numpy as np
 
 ENV = "JAXPROVE_AOT"
+log = logging.getLogger(__name__)
 _PACKAGES = ("jaxprove", "ops", "circuits")
 
 
@@ -70,14 +74,30 @@ def module_hash(module: str) -> str:
 
 
 def store_dir() -> str | None:
-    """Where executables are kept: ``$JAXPROVE_AOT`` ("off" or "0": nowhere),
-    else ``aot/`` inside JAX's persistent compilation cache when that is on
-    (``jaxprove.cache.enable_compilation_cache``), else nowhere."""
+    """Where executables are kept: ``$JAXPROVE_AOT`` (unset, "", "0" or
+    "off": nowhere; opt-in until measured on the GPU)."""
     env = os.environ.get(ENV)
-    if env is not None:
-        return None if env.lower() in ("", "0", "off") else env
-    cache = getattr(jax.config, "jax_compilation_cache_dir", None)
-    return os.path.join(cache, "aot") if cache else None
+    return None if env is None or env.lower() in ("", "0", "off") else env
+
+
+_hits = threading.local()
+
+
+def _on_event(event: str, **_) -> None:
+    if event == "/jax/compilation_cache/cache_hits":
+        _hits.count = getattr(_hits, "count", 0) + 1
+
+
+jax.monitoring.register_event_listener(_on_event)
+
+
+def _compile(jitted, args):
+    """(executable, whether it may be stored): not when JAX's persistent
+    cache supplied it — on XLA:CPU such an executable serializes
+    incompletely (loaded, it fails with "Function wrapped_iota not found")."""
+    before = getattr(_hits, "count", 0)
+    exe = jitted.lower(*args).compile()
+    return exe, getattr(_hits, "count", 0) == before
 
 
 def _leaf_sig(x):
@@ -166,10 +186,17 @@ def program(fn: Callable | None = None, *, static_argnums: Sequence[int] = (),
         path = Path(directory) / f"{prefix}-{key}.exe"
         exe = _load(path)
         if exe is not None:
-            stats["disk"] += 1
-        else:
-            exe = jitted.lower(*args).compile()
-            stats["compiled"] += 1
+            try:
+                out = exe(*dynamic)            # refused before it runs if it does not fit
+            except Exception as e:  # noqa: BLE001 - a stored executable this process cannot run
+                log.warning("aot: %s refused (%s); compiling it again", path.name, e)
+            else:
+                stats["disk"] += 1
+                loaded[key] = exe
+                return out
+        exe, fresh = _compile(jitted, args)
+        stats["compiled"] += 1
+        if fresh:
             _store(path, exe)
         loaded[key] = exe
         return exe(*dynamic)

@@ -33,16 +33,9 @@ def _counted():
 
 def test_off_by_default_is_plain_jit(monkeypatch, tmp_path):
     monkeypatch.delenv(aot.ENV, raising=False)
-    before = jax.config.jax_compilation_cache_dir
-    try:
-        jax.config.update("jax_compilation_cache_dir", None)
-        assert aot.store_dir() is None
-        jax.config.update("jax_compilation_cache_dir", str(tmp_path))
-        assert aot.store_dir() == str(tmp_path / "aot")   # beside the compilation cache
-        monkeypatch.setenv(aot.ENV, "off")
-        assert aot.store_dir() is None
-    finally:
-        jax.config.update("jax_compilation_cache_dir", before)
+    assert aot.store_dir() is None
+    monkeypatch.setenv(aot.ENV, "off")
+    assert aot.store_dir() is None
     f, traced = _counted()
     x = jnp.arange(4, dtype=jnp.uint32)
     np.testing.assert_array_equal(f(x, 3, jnp.ones(4, jnp.uint32)), np.arange(4) * 3 + 1)
@@ -86,6 +79,41 @@ def test_damaged_file_is_compiled_again(monkeypatch, tmp_path):
     h, traced = _counted()                          # replaced by a good one
     h(jnp.arange(4, dtype=jnp.uint32), 3, jnp.ones(4, jnp.uint32))
     assert h.stats["disk"] == 1 and traced == []
+
+
+def test_an_executable_from_the_xla_cache_is_not_stored(monkeypatch, tmp_path):
+    """JAX's persistent cache supplied the executable (a cache-hit event
+    during the compile): used, not stored (it would not load whole)."""
+    monkeypatch.setenv(aot.ENV, str(tmp_path))
+    f, traced = _counted()
+    real = f.jitted.lower
+
+    class Lowered:
+        def __init__(self, low):
+            self.low = low
+
+        def compile(self):
+            jax.monitoring.record_event("/jax/compilation_cache/cache_hits")
+            return self.low.compile()
+
+    monkeypatch.setattr(f.jitted, "lower", lambda *a: Lowered(real(*a)), raising=False)
+    out = f(jnp.arange(4, dtype=jnp.uint32), 3, jnp.ones(4, jnp.uint32))
+    np.testing.assert_array_equal(out, np.arange(4) * 3 + 1)
+    assert f.stats["compiled"] == 1 and not list(tmp_path.iterdir())
+
+
+def test_a_stored_executable_that_refuses_the_call_is_replaced(monkeypatch, tmp_path):
+    monkeypatch.setenv(aot.ENV, str(tmp_path))
+
+    def refuses(*args):
+        raise TypeError("compiled for another device")
+
+    monkeypatch.setattr(aot, "_load", lambda path: refuses)
+    f, traced = _counted()
+    out = f(jnp.arange(4, dtype=jnp.uint32), 3, jnp.ones(4, jnp.uint32))
+    np.testing.assert_array_equal(out, np.arange(4) * 3 + 1)
+    assert f.stats == {"mem": 0, "disk": 0, "compiled": 1} and traced == [1]
+    assert len(list(tmp_path.glob("affine-*.exe"))) == 1
 
 
 def test_calls_that_cannot_be_keyed_go_to_jit(monkeypatch, tmp_path):

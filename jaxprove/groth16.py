@@ -430,9 +430,9 @@ def prove_msms(pk: ProvingKey, w, h, num_inputs: int, positions: MSMPositions, r
     and B2 + s·δ₂ another (``msm_g2``): their fixed costs (sort, partial
     sums, bucket reduction) are paid once per curve.  Otherwise (bases in
     host memory, a key built split, or too large) each MSM runs alone in
-    chunks within that budget (for bases on the device, 80% of its free
-    memory unless given; none for host bases unless given) (``ops.msm.msm_split``; stages msm_a, msm_b_g1, msm_b_g2, msm_l,
-    msm_h)."""
+    chunks within that budget (``ops.msm.msm_split``; stages msm_a,
+    msm_b_g1, msm_b_g2, msm_l, msm_h): for bases on the device 80% of its
+    free memory unless given, for host bases none unless given."""
     batch = w.shape[1:-1]
     vectors = (pk.a, pk.b_g1, pk.b_g2, pk.l, pk.h)
     host = any(isinstance(x.dense if isinstance(x, M.SplitBases) else x, np.ndarray)

@@ -50,10 +50,11 @@ winning-post, window-post, porep, snap; sizes of ``circuits.filecoin.sizes``):
 Streaming mode (``--msm-budget-gib``, ``--keys-in-host-memory``: the
 engine's) bounds the MSMs' device memory for circuits whose merged MSM
 passes do not fit.  ``--then-resident`` then places the same key on the
-device and times proofs again (a second record): one setup for both modes.  ``--challenges N`` scales a kind down to N challenges
-(per sector for PoSt, per partition for PoRep and SnapDeals), with the same
-gadgets and tree shapes: a smaller circuit of the same structure (the
-topology name says ``-c<N>``).
+device and times proofs again (a second record): one setup for both modes.
+``--challenges N`` scales a kind down to N challenges (per sector for PoSt,
+per partition for PoRep and SnapDeals), with the same gadgets and tree
+shapes: a smaller circuit of the same structure (the topology name says
+``-c<N>``).
 
     python -m bench.filecoin --kinds winning-post,window-post,porep,snap --sizes 2KiB \\
         --save /tmp/fc --out bench/results/filecoin_h200.jsonl
@@ -542,9 +543,9 @@ def run_case(kind: str, size: str, reps: int = 5, env: dict | None = None,
                                           f"{kind} {size}")
     rec.update(timing)
     emit(rec, out)
+    suffix = f"_c{challenges}" if challenges else ""
     if save:
-        _save(save, f"{kind}_{size}" + (f"_c{challenges}" if challenges else ""), vk, proof,
-              public)
+        _save(save, f"{kind}_{size}{suffix}", vk, proof, public)
     why = then_resident and keys_in_host and shortfall(
         plan(m.rows, m.num_vars, m.num_aux, m.num_vars - bits, m.nbytes, RESIDENT_MSM_FLOOR),
         lim, ("prove",))
@@ -568,8 +569,7 @@ def run_case(kind: str, size: str, reps: int = 5, env: dict | None = None,
                "command": argv_command()}
         emit(rec, out)
         if save:
-            _save(save, f"{kind}_{size}_resident" + (f"_c{challenges}" if challenges else ""),
-                  vk, proof, public)
+            _save(save, f"{kind}_{size}_resident{suffix}", vk, proof, public)
     if verify:
         _say("verifying (pairing, host CPU)")
         t = time.perf_counter()

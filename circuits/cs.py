@@ -742,10 +742,11 @@ def _witness_fn(circuit_fn, static_args, axes_leaves, axes_tree):
         return cs.assemble(), out
 
     # the program is the circuit with its static arguments: the store's name says which
-    name = (f"witness:{getattr(circuit_fn, '__module__', '')}."
-            f"{getattr(circuit_fn, '__qualname__', '<locals>')}{static_args!r}:{in_axes!r}")
+    module = getattr(circuit_fn, "__module__", "")
+    name = (f"witness:{module}.{getattr(circuit_fn, '__qualname__', '<locals>')}"
+            f"{static_args!r}:{in_axes!r}")
     fn = jax.vmap(one, in_axes=(in_axes,), out_axes=(1, 0))
-    fn.__module__ = getattr(circuit_fn, "__module__", "")     # its source file is in the key
+    fn.__module__ = module                  # the circuit's source file is in the key
     return aot.program(fn, name=name)
 
 

@@ -9,8 +9,9 @@ plus a store of serialized executables
 (``jax.experimental.serialize_executable``) under a key known *before*
 tracing:
 
-    key = sha256(module.qualname, source hash of jaxprove/ops/circuits,
-                 jax version, platform and device kind, the device's id,
+    key = sha256(module.qualname or the given name, source hash of
+                 jaxprove/ops/circuits and of the defining module, jax
+                 version, platform and device kind, the device's id,
                  XLA_FLAGS, x64, repr of the static arguments,
                  tree structure + (shape, dtype, weak type) of every
                  dynamic argument)
@@ -21,14 +22,14 @@ then traces, lowers and compiles, storing the result (written to a
 temporary name, then renamed).  The store is ``$JAXPROVE_AOT`` (opt-in
 until measured on the GPU).  Only fresh compiles are stored: an executable
 that JAX's own persistent cache supplied re-serializes incompletely on
-XLA:CPU, so it is used but not kept.  With a store the function body runs (is traced) only on a
-miss.  Calls made while tracing (inside another jitted function), with
-arguments on several devices, with static arguments whose repr names a
-memory address, with keyword arguments, or whose executable cannot be
-serialized go to the plain ``jax.jit``, as does everything when the store
-is off.  A damaged or
-unloadable file, or a stored executable that refuses this call's arguments,
-is compiled again and replaced.
+XLA:CPU, so it is used but not kept.  With a store the function body runs
+(is traced) only on a miss.  Calls made while tracing (inside another
+jitted function), with arguments on several devices, with static arguments
+whose repr names a memory address, with keyword arguments, or whose
+executable cannot be serialized go to the plain ``jax.jit``, as does
+everything when the store is off.  A damaged or unloadable file, or a
+stored executable that refuses this call's arguments, is compiled again and
+replaced.
 """
 from __future__ import annotations
 
@@ -152,8 +153,8 @@ def program(fn: Callable | None = None, *, static_argnums: Sequence[int] = (),
     without tracing (module docstring).  Usable as a decorator, with or
     without arguments.  ``name`` (default: module and qualified name of
     ``fn``) must identify the program together with the arguments: a
-    function built at run time names what it closes over (``None`` when that
-    has no stable repr: no store).  ``.jitted`` is the plain jitted function;
+    function built at run time names what it closes over; a name holding an
+    address, "...", "<locals>" or "<lambda>" is never stored.  ``.jitted`` is the plain jitted function;
     ``.stats`` counts hits in the process (``mem``), loads from disk
     (``disk``) and compiles (``compiled``)."""
     if fn is None:

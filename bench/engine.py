@@ -700,8 +700,10 @@ def run_mixed(rows: int = DEFAULT_ROWS, partitions: int = DEFAULT_PARTITIONS,
               command: str | None = None, say: Callable = _say, prover=None) -> Run:
     """PoRep-shaped jobs kept in flight while WinningPoSt (and WindowPoSt)
     jobs arrive (module docstring); emits the records and returns the final
-    one with the jobs.  ``window_every`` None or 0: no WindowPoSt jobs;
-    other arguments as ``run_porep_shaped``."""
+    one with the jobs.  ``window_every`` None or 0: no WindowPoSt jobs (the
+    kind is not set up either: ``--post real --post-size 32GiB`` then means
+    a real 32GiB WinningPoSt, 2^19, without the 2^27 WindowPoSt); other
+    arguments as ``run_porep_shaped``."""
     for name, v in (("partitions", partitions), ("winning", winning), ("inflight", inflight)):
         if isinstance(v, bool) or not isinstance(v, int) or v < 1:
             raise ValueError(f"{name} must be a positive integer, got {v!r}")
@@ -713,6 +715,8 @@ def run_mixed(rows: int = DEFAULT_ROWS, partitions: int = DEFAULT_PARTITIONS,
     shape = shape_for_rows(rows)
     counts = circuit_counts(shape)
     posts = _post_specs(post, post_size, post_rows, rows)
+    if not window_every:        # no WindowPoSt jobs: its kind is neither set up nor compiled
+        del posts["window"]
     budget, msm_budget = _budgets(counts, budget_gib, msm_budget_gib)
     env = environment() if env is None else env
     rec = _base_record("mixed", rows, partitions, devs, budget, msm_budget, verify, env, command)
@@ -731,9 +735,10 @@ def run_mixed(rows: int = DEFAULT_ROWS, partitions: int = DEFAULT_PARTITIONS,
     from bench import filecoin as BF
     est, why = plan_case(plans, budget, msm_budget, BF.limits())
     rec.update(est)
+    window = f"{posts['window'].kind} every {window_every} s" if "window" in posts \
+        else "no WindowPoSt"
     say(f"mixed: porep-shaped {rows:,} rows × {partitions} partitions, {inflight} in flight; "
-        f"{winning} {posts['winning'].kind} every {winning_every} s; "
-        f"{posts['window'].kind} every {window_every or 'never'} s")
+        f"{winning} {posts['winning'].kind} every {winning_every} s; {window}")
     _refuse(rec, why, force, out, say)
 
     finished = _Finished()
@@ -762,9 +767,9 @@ def run_mixed(rows: int = DEFAULT_ROWS, partitions: int = DEFAULT_PARTITIONS,
         rec.update(setup_s=sum(setup.values()), setup_s_by_kind=setup, phase="setup")
         emit(dict(rec), out)
         say("warm-up: one job of each kind (compiles)")
-        warm = _wait_done(eng, [submit(r) for r in ("porep", "winning", "window")], "warm-up")
-        rec["warmup_s"] = {r: w.timings["total"] for r, w in zip(("porep", "winning", "window"),
-                                                                warm)}
+        kinds = ("porep", *posts)
+        warm = _wait_done(eng, [submit(r) for r in kinds], "warm-up")
+        rec["warmup_s"] = {r: w.timings["total"] for r, w in zip(kinds, warm)}
         warm_ids = set(roles)
         evidence = {}
         with PeakSampler(devs) as sampler:

@@ -50,7 +50,8 @@ winning-post, window-post, porep, snap; sizes of ``circuits.filecoin.sizes``):
 Streaming mode (``--msm-budget-gib``, ``--keys-in-host-memory``: the
 engine's) bounds the MSMs' device memory for circuits whose merged MSM
 passes do not fit.  ``--then-resident`` then places the same key on the
-device and times proofs again (a second record): one setup for both modes.
+device and times proofs again (a second record): one setup for both modes;
+``--streaming-reps 0`` skips the streaming proofs (and their compiles).
 ``--challenges N`` scales a kind down to N challenges (per sector for PoSt,
 per partition for PoRep and SnapDeals), with the same gadgets and tree
 shapes: a smaller circuit of the same structure (the topology name says
@@ -427,7 +428,8 @@ def run_case(kind: str, size: str, reps: int = 5, env: dict | None = None,
              record_only: bool = False, challenges: int | None = None, seed: int = 0,
              force: bool = False, setup_seed: int | None = None,
              msm_budget: int | None = None, keys_in_host: bool = False,
-             circuit_dir: str | None = None, then_resident: bool = False) -> Result:
+             circuit_dir: str | None = None, then_resident: bool = False,
+             streaming_reps: int | None = None) -> Result:
     """Benchmark one partition of ``kind`` at ``size`` (module docstring) and
     emit its JSON records (to stdout, appended to ``out``).  Streaming mode
     (the engine's): ``msm_budget`` bytes per MSM call (bases in chunks),
@@ -440,9 +442,17 @@ def run_case(kind: str, size: str, reps: int = 5, env: dict | None = None,
     within 80% of the free device memory (a second record,
     ``keys_in_host_memory`` false, ``msm_budget_bytes`` null, and
     ``_resident`` saved proofs): one setup for both modes; skipped (with a
-    message) when the plan with ``RESIDENT_MSM_FLOOR`` does not fit."""
+    message) when the plan with ``RESIDENT_MSM_FLOOR`` does not fit.
+    ``streaming_reps`` (default ``reps``): timed streaming proofs; 0 (only
+    with ``then_resident``) skips the streaming proofs and their compiles —
+    the key is still set up in host memory, then placed (the streaming
+    record is written without timings, ``streaming_reps`` 0)."""
     if reps < 1:
         raise ValueError(f"reps must be >= 1, got {reps}")
+    streaming_reps = reps if streaming_reps is None else streaming_reps
+    if streaming_reps < 0 or (streaming_reps == 0 and not (then_resident and keys_in_host)):
+        raise ValueError(f"streaming_reps must be >= 1, or 0 with then_resident and "
+                         f"keys_in_host, got {streaming_reps}")
     env = environment() if env is None else env
     spec = spec_for(kind, size, challenges)
     name = f"filecoin.{kind}"
@@ -539,12 +549,14 @@ def run_case(kind: str, size: str, reps: int = 5, env: dict | None = None,
     _say(f"witness {rec['witness_s']:.3f} s (first {rec['witness_first_s']:.1f} s), satisfied; "
          f"first proof (compiles)")
 
-    timing, proof, public = _timed_proofs(prover, res, w, reps, msm_budget, want,
-                                          f"{kind} {size}")
-    rec.update(timing)
-    emit(rec, out)
     suffix = f"_c{challenges}" if challenges else ""
-    if save:
+    rec["streaming_reps"] = streaming_reps
+    if streaming_reps:
+        timing, proof, public = _timed_proofs(prover, res, w, streaming_reps, msm_budget, want,
+                                              f"{kind} {size}")
+        rec.update(timing)
+    emit(rec, out)
+    if save and streaming_reps:
         _save(save, f"{kind}_{size}{suffix}", vk, proof, public)
     why = then_resident and keys_in_host and shortfall(
         plan(m.rows, m.num_vars, m.num_aux, m.num_vars - bits, m.nbytes, RESIDENT_MSM_FLOOR),
@@ -566,6 +578,7 @@ def run_case(kind: str, size: str, reps: int = 5, env: dict | None = None,
         rec = {**rec, **timing, "keys_in_host_memory": False, "msm_budget_bytes": None,
                "key_place_s": place,
                "resident_bytes": res.nbytes, "after_streaming_in_process": True,
+               "reps": reps,
                "command": argv_command()}
         emit(rec, out)
         if save:
@@ -628,6 +641,9 @@ def main(argv=None):
     ap.add_argument("--kinds", default=",".join(KINDS), help="comma-separated: " + ", ".join(KINDS))
     ap.add_argument("--sizes", default="2KiB", help="comma-separated: " + ", ".join(Z.SIZES))
     ap.add_argument("--reps", type=int, default=5)
+    ap.add_argument("--streaming-reps", type=int, default=None,
+                    help="timed streaming proofs (default --reps); 0 with --then-resident: "
+                         "straight to the key-resident proofs")
     ap.add_argument("--challenges", type=int, default=None,
                     help="scale each kind to N challenges (per sector for PoSt)")
     ap.add_argument("--seed", type=int, default=0, help="seed of the synthetic inputs")
@@ -659,6 +675,9 @@ def main(argv=None):
         raise SystemExit("--msm-budget-gib: must be > 0")
     if a.then_resident and not a.keys_in_host_memory:
         raise SystemExit("--then-resident: needs --keys-in-host-memory (streaming first)")
+    if a.streaming_reps is not None and (a.streaming_reps < 0 or (
+            a.streaming_reps == 0 and not a.then_resident)):
+        raise SystemExit("--streaming-reps: must be >= 1, or 0 with --then-resident")
     budget = None if a.msm_budget_gib is None else int(a.msm_budget_gib * 2**30)
     if a.cache:
         from jaxprove.cache import enable_compilation_cache
@@ -668,7 +687,7 @@ def main(argv=None):
         for kind in kinds:
             run_case(kind, size, a.reps, env, a.out, not a.no_verify, a.save, a.record_only,
                      a.challenges, a.seed, a.force, None, budget, a.keys_in_host_memory,
-                     a.circuit_dir, a.then_resident)
+                     a.circuit_dir, a.then_resident, a.streaming_reps)
 
 
 if __name__ == "__main__":

@@ -224,6 +224,19 @@ def test_mixed_case_serves_winning_post_first(tmp_path):
     assert win["latency_max_s"] < 2 * delay + 5.0
 
 
+def test_mixed_case_without_window_post_sets_up_no_window_kind(tmp_path):
+    prover = StandInProver(0.05)
+    run = B.run_mixed(rows=ROWS, partitions=2, winning=2, winning_every=0.3, window_every=None,
+                      inflight=1, post="standin", out=str(tmp_path / "m.jsonl"),
+                      say=lambda m: None, prover=prover, command="test")
+    rec = run.record
+    assert rec["post_kinds"] == {"winning": f"winning-post-standin/{ROWS}"}
+    assert set(rec["warmup_s"]) == {"porep", "winning"} and set(rec["setup_s_by_kind"]) == {
+        f"{B.KIND}/{ROWS}", f"winning-post-standin/{ROWS}"}
+    assert rec["window_post"] == {"n": 0} and rec["winning_post"]["n"] == 2
+    assert not run.jobs["window"]
+
+
 # ---------------------------------------------------------------- real proofs (slow)
 def _py_ecc_verify(vk, public, proof: bytes) -> bool:
     """The Groth16 equation e(A, B) = e(α, β)·e(IC(x), γ)·e(C, δ) by py_ecc."""

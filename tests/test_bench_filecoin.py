@@ -156,6 +156,12 @@ def test_bad_arguments():
         F.run_case("porep", "2KiB", reps=0)
     with pytest.raises(SystemExit, match="--then-resident: needs --keys-in-host-memory"):
         F.main(["--then-resident"])
+    with pytest.raises(SystemExit, match="--streaming-reps: must be >= 1, or 0 with"):
+        F.main(["--streaming-reps", "0", "--keys-in-host-memory"])
+    with pytest.raises(SystemExit, match="--streaming-reps: must be >= 1"):
+        F.main(["--streaming-reps", "-1"])
+    with pytest.raises(ValueError, match="streaming_reps must be >= 1, or 0 with"):
+        F.run_case("porep", "2KiB", streaming_reps=0, keys_in_host=True)
 
 
 def _leaf(randomness: bytes, sector_id: int, c: int, nodes: int) -> int:
@@ -210,6 +216,25 @@ def test_window_post_proof_path_and_saved_snarkjs_json(tmp_path):
             return r.returncode == 0 and "OK" in r.stdout
         assert snarkjs(d / "public.json")
         assert not snarkjs(bad)
+
+
+@pytest.mark.slow
+def test_streaming_reps_zero_goes_straight_to_the_resident_key(tmp_path):
+    """--streaming-reps 0 --then-resident: the key set up in host memory, no
+    streaming proof (its record has no timings, nothing saved for it), then
+    placed on the device and proved; that proof verifies."""
+    out, save = tmp_path / "p.jsonl", tmp_path / "save"
+    F.main(["--kinds", "window-post", "--sizes", "2KiB", "--challenges", "1", "--reps", "1",
+            "--keys-in-host-memory", "--msm-budget-gib", "0.05", "--then-resident",
+            "--streaming-reps", "0", "--save", str(save), "--out", str(out)])
+    recs = _records(out)
+    assert [r["case"] for r in recs] == ["filecoin.window-post.circuit"] + \
+        ["filecoin.window-post"] * 2 + ["filecoin.window-post.verify"]
+    streaming, resident = recs[1], recs[2]
+    assert streaming["streaming_reps"] == 0 and "median_s" not in streaming
+    assert resident["keys_in_host_memory"] is False and resident["median_s"] > 0
+    assert recs[3]["verified"] is True
+    assert sorted(p.name for p in save.iterdir()) == ["window-post_2KiB_resident_c1"]
 
 
 @pytest.mark.slow

@@ -14,15 +14,19 @@
 # 2. the proof in streaming mode (keys built split in host memory, MSMs within a
 #    16 GiB budget: the 16 GB-card path).
 #    With RESIDENT=1 the same process then places the key on the device and proves
-#    again (bench.filecoin --then-resident: one setup for both modes; the <= 1.5 s goal).
+#    again (bench.filecoin --then-resident: one setup for both modes; the <= 1.5 s goal);
+#    STREAM_REPS=0 with it skips the streaming proofs and their compiles.
 # 3. the small cases $AFTER (default none).
+# $BESIDE_SH and $AFTER_SH: shell commands run after the beside list and after the after
+# list (bash -c, in the repository, $R exported; output in beside.log / after.log).
+# Recorded in bench/results/README.md with each run's values.
 # Everything lands in $RUN_DIR (default /tmp/run); `done` marks the end.
 # bench/device/poll.sh reads it (and fails at once on a fresh machine).
 set -u
 R=${RUN_DIR:-/tmp/run}
 K=${KIND:-porep} Z=${SIZE:-32GiB} D=${CIRCUIT_DIR:-/tmp/fc32}   # SIZE: smaller, to try the script
 mkdir -p "$R"
-export JAXPROVE_CACHE=${JAXPROVE_CACHE:-/tmp/jc} PYTHONUNBUFFERED=1
+export JAXPROVE_CACHE=${JAXPROVE_CACHE:-/tmp/jc} PYTHONUNBUFFERED=1 R
 say() { echo "[$(date +%T)] $*" >> "$R/pipe.log"; }
 say "start at ${JAXPROVE_COMMIT:-unknown commit}"
 small() {   # kind:size ... one bench.filecoin process each (own peak), in turn
@@ -32,6 +36,12 @@ small() {   # kind:size ... one bench.filecoin process each (own peak), in turn
             > "$R/small_${ks%%:*}_${ks##*:}.log" 2>&1
         say "$ks rc $?"
     done
+}
+hook() {    # name command: a BESIDE_SH / AFTER_SH command, if any
+    [ -z "$2" ] && return
+    say "$1: $2"
+    XLA_PYTHON_CLIENT_PREALLOCATE=false bash -c "$2" > "$R/$1.log" 2>&1
+    say "$1 rc $?"
 }
 (JAX_PLATFORMS=cpu timeout 1200 python3 -m bench.filecoin --kinds "$K" --sizes "$Z" \
     --record-only --circuit-dir "$D" --out "$R/${K}32.jsonl" > "$R/record.log" 2>&1
@@ -47,14 +57,17 @@ t = time.perf_counter(); jax.block_until_ready(s.witness(p[:1])); print('witness
 t = time.perf_counter(); jax.block_until_ready(s.witness(p[:1])); print('witness warm', time.perf_counter() - t)
 " > "$R/warm.log" 2>&1
  say "witness warm-up rc $?"
- small ${BESIDE-}) &
+ small ${BESIDE-}
+ hook beside "${BESIDE_SH-}") &
 GPU=$!
 wait $REC $GPU
 say "proving"
 XLA_PYTHON_CLIENT_MEM_FRACTION=0.95 timeout 1500 python3 -m bench.filecoin --kinds "$K" \
     --sizes "$Z" --circuit-dir "$D" --cache --keys-in-host-memory --msm-budget-gib 16 \
-    ${RESIDENT:+--then-resident} --no-verify --reps ${REPS:-5} --save "$R/fc" \
+    ${RESIDENT:+--then-resident} ${STREAM_REPS:+--streaming-reps $STREAM_REPS} \
+    --no-verify --reps ${REPS:-5} --save "$R/fc" \
     --out "$R/${K}32.jsonl" > "$R/prove.log" 2>&1
 say "prove rc $?"
 small ${AFTER-}
+hook after "${AFTER_SH-}"
 touch "$R/done"

@@ -432,7 +432,9 @@ def prove_msms(pk: ProvingKey, w, h, num_inputs: int, positions: MSMPositions, r
     host memory, a key built split, or too large) each MSM runs alone in
     chunks within that budget (``ops.msm.msm_split``; stages msm_a,
     msm_b_g1, msm_b_g2, msm_l, msm_h): for bases on the device 80% of its
-    free memory unless given, for host bases none unless given."""
+    free memory unless given, for host bases none unless given.  An MSM of
+    the per-MSM path that runs out of device memory is run again within
+    half its budget (at most ``MSM_RETRIES`` times, with a logged warning)."""
     batch = w.shape[1:-1]
     vectors = (pk.a, pk.b_g1, pk.b_g2, pk.l, pk.h)
     host = any(isinstance(x.dense if isinstance(x, M.SplitBases) else x, np.ndarray)
@@ -473,7 +475,20 @@ def prove_msms(pk: ProvingKey, w, h, num_inputs: int, positions: MSMPositions, r
                               positions.aux.bits.shape[0])[2]
 
     def split(curve, bases, scalars, positions, size=None):
-        return M.msm_split(curve, bases, scalars, positions, msm_config, size)
+        # the working sets are estimates (session 11: a sort buffer 25% above its share):
+        # on running out of device memory the MSM is run again within half the budget
+        cfg = msm_config
+        for retry in range(MSM_RETRIES + 1):
+            try:
+                return jax.block_until_ready(M.msm_split(curve, bases, scalars, positions, cfg,
+                                                         size))
+            except jax.errors.JaxRuntimeError as e:
+                if not _out_of_memory(e) or cfg is None or cfg.budget_bytes is None \
+                        or retry == MSM_RETRIES:
+                    raise
+                log.warning("prove: an MSM ran out of device memory within %d bytes; again "
+                            "within %d", cfg.budget_bytes, cfg.budget_bytes // 2)
+                cfg = dataclasses.replace(cfg, budget_bytes=cfg.budget_bytes // 2)
 
     # w ‖ r and w ‖ s (δ's scalar) one at a time: each is a copy of the witness
     msm_a = lap("msm_a", split(G1, pk.a, _append_scalar(w, r, batch), pos_d))
@@ -484,6 +499,9 @@ def prove_msms(pk: ProvingKey, w, h, num_inputs: int, positions: MSMPositions, r
     msm_l = lap("msm_l", split(G1, pk.l, w[..., num_inputs:], positions.aux))
     msm_h = lap("msm_h", split(G1, pk.h, h, [], size_h))
     return lap("combine", _combine(fixed, msm_a, msm_b1, msm_b2, msm_l, msm_h, r, s))
+
+
+MSM_RETRIES = 2             # halvings of the MSM budget after running out of device memory
 
 
 def _streaming_sizes(n_vars: int, n_l: int, n_h: int, n_bits: int = 0,
@@ -530,8 +548,12 @@ def streaming_key(pk: ProvingKey, positions: MSMPositions,
 
 
 def _free_device_bytes(x) -> int | None:
-    """80% of the free memory of the device holding x (None where JAX does
-    not report memory, e.g. the CPU)."""
+    """80% of the free memory of the device holding x, rounded down to a
+    power of two (None where JAX does not report memory, e.g. the CPU).
+    Rounded, so that the chunk sizes it leads to — compiled programs —
+    do not change with every small change of the free memory (a proof paused
+    by a more urgent one, another kind's key loaded): otherwise an MSM could
+    compile again in the middle of a stream of proofs."""
     try:
         dev = next(iter(x.devices()))
         st = dev.memory_stats()
@@ -539,7 +561,13 @@ def _free_device_bytes(x) -> int | None:
         return None
     if not st or "bytes_limit" not in st:
         return None
-    return int(0.8 * (st["bytes_limit"] - st.get("bytes_in_use", 0)))
+    free = int(0.8 * (st["bytes_limit"] - st.get("bytes_in_use", 0)))
+    return 1 << (free.bit_length() - 1) if free > 0 else 0
+
+
+def _out_of_memory(e: Exception) -> bool:
+    """Whether a JAX runtime error is the device running out of memory."""
+    return isinstance(e, jax.errors.JaxRuntimeError) and "RESOURCE_EXHAUSTED" in str(e)
 
 
 def _merged_bytes(pk: ProvingKey, w, positions: MSMPositions, cfg: M.MSMConfig) -> int:
@@ -587,11 +615,15 @@ def _neg_affine(A):
 def _ic_sum(ic, x):
     """IC_0 + Σ_{i≥1} x_i·IC_i for x Fr ``(8, *batch, num_inputs − 1)``: one
     MSM (a per-input loop of scalar multiplications unrolled under jit made
-    a program whose CPU compile took ~10 GB at 64 inputs)."""
+    a program whose CPU compile took ~10 GB at 64 inputs), without the 0/1
+    split: its sizes would follow how many public inputs are 0 or 1, so
+    each new count compiled new programs (minutes on the CPU, in the middle
+    of an engine's stream of proofs)."""
     batch = x.shape[1:-1]
     acc = _bcast(G1, ic[..., 0], batch)
     if ic.shape[-1] > 1:
-        acc = G1.add(acc, M.msm(G1, ic[..., 1:], x))
+        cfg = dataclasses.replace(M.default_config(), split_threshold=None)
+        acc = G1.add(acc, M.msm(G1, ic[..., 1:], x, cfg))
     return G1.to_affine(acc)
 
 

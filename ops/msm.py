@@ -519,6 +519,12 @@ def _reduce_jit(curve, buckets, G, c, cfg):
     return reduce_buckets(curve, buckets, G, c, cfg)
 
 
+# Device bytes per entry of the Pippenger sort (keys, payload, their sorted copies and the
+# sort's scratch).  Measured on the H200 (session 11): one allocation of 16,148,261,888 B,
+# 30.1 B per entry, for a 2^25-point G1 chunk (2^29 entries) failed; the estimate had 24.
+SORT_BYTES_PER_ENTRY = 32
+
+
 def working_set_bytes(curve: Curve, n: int, G: int, c: int, cfg: MSMConfig) -> int:
     """Estimated peak device bytes of one chunk of n points (bases, scalars,
     digits, sort buffers, bucket and lane arrays)."""
@@ -528,7 +534,7 @@ def working_set_bytes(curve: Curve, n: int, G: int, c: int, cfg: MSMConfig) -> i
     return (n * 2 * F * 2            # bases, and their point-major copy
             + G * n * 32 * 2         # scalars, canonical copy
             + T * 4 * 2              # digits, keys (int32)
-            + T * 8 * 3              # sort in/out/scratch (key + payload)
+            + T * SORT_BYTES_PER_ENTRY   # sort in/out/scratch (key + payload)
             + (G * W * B + 2 * cfg.lanes) * 3 * F * 2   # buckets + parts target, twice
             + cfg.lanes * (3 * F + 2 * F) * 4)          # acc, gathered points, temporaries
 
@@ -560,6 +566,19 @@ def _chunk_size(n: int, working_set, budget: int, what: str) -> int:
     return chunk
 
 
+def _to_device(x):
+    """x on the default device.  A host array, typically a chunk of host bases
+    (a last-axis slice of ``(2, *fp, N)``: one contiguous run per limb row),
+    goes one row per ``jax.device_put`` and is stacked on the device: no host
+    gather of the strided slice.  Hypothesis 25 (``bench.host_copy``, H200
+    host, 2^24 G1 points, 1.6 GB): 0.058 s, against 0.31 s for one
+    ``jnp.asarray`` of the slice and 0.25 s for one put of a contiguous copy."""
+    if not isinstance(x, np.ndarray):
+        return jnp.asarray(x)
+    rows = x.reshape(-1, x.shape[-1])          # a view for such slices (the axes merge)
+    return jnp.stack([jax.device_put(r) for r in rows]).reshape(x.shape)
+
+
 def _in_chunks(n: int, chunk: int, step, acc):
     """acc ← step(lo, hi, acc) over [0, N) in chunks, at most two in flight:
     before chunk k is dispatched (its bases copied to the device, for host
@@ -587,7 +606,7 @@ def many_working_set_bytes(curve: Curve, sizes, batch: int, n_out: int, c: int,
     n = sum(x for x, _, _ in sizes)
     dense = sum(d for _, d, _ in sizes)
     T = batch * sum(W * d + b for _, d, b in sizes)
-    return (n * 2 * F + batch * dense * 32 * 2 + T * 4 * 2 + T * 8 * 3
+    return (n * 2 * F + batch * dense * 32 * 2 + T * 4 * 2 + T * SORT_BYTES_PER_ENTRY
             + (n_out * batch * W * B + 2 * cfg.lanes) * 3 * F * 2
             + cfg.lanes * (3 * F + 2 * F) * 4)
 
@@ -645,15 +664,15 @@ def msm(curve: Curve, bases, scalars, config: MSMConfig | None = None):
         n = n2
         c = cfg.window or choose_window(n)
     if cfg.budget_bytes is None or working_set_bytes(curve, n, G, c, cfg) <= cfg.budget_bytes:
-        out = _msm_jit(curve, jnp.asarray(bases), s, c, _traced(cfg))
+        out = _msm_jit(curve, _to_device(bases), s, c, _traced(cfg))
         return out.reshape(curve.proj + batch)
     host = isinstance(bases, np.ndarray)
     chunk = _chunk_size(n, lambda k: working_set_bytes(curve, k, G, c, cfg)
-                        + (_bases_bytes(curve, k) if host else 0), cfg.budget_bytes, "msm")
+                        + (2 * _bases_bytes(curve, k) if host else 0), cfg.budget_bytes, "msm")
 
     def step(lo, hi, buckets):
         b, sc = _pad_last(bases[..., lo:hi], chunk), _pad_last(s[..., lo:hi], chunk)
-        return _chunk_jit(curve, jnp.asarray(b), sc, c, _traced(cfg), buckets)
+        return _chunk_jit(curve, _to_device(b), sc, c, _traced(cfg), buckets)
 
     buckets = _in_chunks(n, chunk, step, curve.identity((G * num_windows(c) << (c - 1),)))
     return _reduce_jit(curve, buckets, G, c, _traced(cfg)).reshape(curve.proj + batch)
@@ -679,8 +698,8 @@ def bits_sum(curve: Curve, bases, bits, config: MSMConfig | None = None):
     segmented sum of ``bucket_sums``, whose output buckets are the sums.
     Bases may be a host array (streaming).  With ``config.budget_bytes`` the
     bases go in power-of-two chunks whose ``bits_working_set_bytes`` (plus,
-    for host bases, the next chunk's copy) fits the budget, at most two in
-    flight."""
+    for host bases, the next chunk's copy: its rows and their stack,
+    ``_to_device``) fits the budget, at most two in flight."""
     cfg = config or default_config()
     if not isinstance(bases, np.ndarray):
         bases = jnp.asarray(bases)
@@ -695,13 +714,13 @@ def bits_sum(curve: Curve, bases, bits, config: MSMConfig | None = None):
     G, n = bits.shape
     host = isinstance(bases, np.ndarray)
     if cfg.budget_bytes is None or bits_working_set_bytes(curve, n, G, cfg) <= cfg.budget_bytes:
-        return _bits_jit(curve, jnp.asarray(bases), bits, _traced(cfg)).reshape(curve.proj + batch)
+        return _bits_jit(curve, _to_device(bases), bits, _traced(cfg)).reshape(curve.proj + batch)
     chunk = _chunk_size(n, lambda k: bits_working_set_bytes(curve, k, G, cfg)
-                        + (_bases_bytes(curve, k) if host else 0), cfg.budget_bytes, "bits_sum")
+                        + (2 * _bases_bytes(curve, k) if host else 0), cfg.budget_bytes, "bits_sum")
 
     def step(lo, hi, acc):
         b, f = _pad_last(bases[..., lo:hi], chunk), _pad_last(bits[:, lo:hi], chunk)
-        return _bits_add_jit(curve, jnp.asarray(b), f, _traced(cfg), acc)
+        return _bits_add_jit(curve, _to_device(b), f, _traced(cfg), acc)
 
     out = _in_chunks(n, chunk, step, curve.identity((G,)))
     return out.reshape(curve.proj + batch)
@@ -783,7 +802,7 @@ def _auto_split(curve: Curve, bases, s, cfg: MSMConfig):
     if isinstance(bases, np.ndarray) and cfg.budget_bytes is not None:   # streaming: on the host
         return msm_split(curve, bases, s, np.flatnonzero(np.asarray(mask)), dense_cfg)
     kd = _pow2(n - count) if count < n else 0
-    bb, bits, db, ds = _gather_split(jnp.asarray(bases), s, mask, _pow2(count), kd)
+    bb, bits, db, ds = _gather_split(_to_device(bases), s, mask, _pow2(count), kd)
     return _split_sum(curve, bb, bits, db if kd else None, ds if kd else None, dense_cfg)
 
 

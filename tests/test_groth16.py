@@ -309,3 +309,40 @@ def test_merged_msms_fall_back_to_chunks_within_a_budget(circuit):
     proof, times = G.prove(pk, pce.extract(r1cs), w, seed=6, msm_config=cfg)
     assert {"msm_a", "msm_b_g1", "msm_b_g2", "msm_l", "msm_h"} <= set(times)
     assert np.all(np.asarray(G.verify(vk, ys, proof)))
+
+
+def test_an_msm_out_of_device_memory_runs_again_within_half_the_budget(circuit, monkeypatch):
+    """The per-MSM path: an MSM whose device runs out of memory (the
+    runtime's RESOURCE_EXHAUSTED) runs again within half its budget, the
+    proof is the same; other errors, an exhausted retry count and calls
+    without a budget are not retried."""
+    from ops import msm as M
+    r1cs, w, pk, vk, _, _, ys = circuit
+    m = pce.extract(r1cs)
+    small = M.MSMConfig(window=4, lanes=8, small_lanes=4, min_steps=4)
+    budget = 64 * M.working_set_bytes(G2, 8, 2, 4, small)
+    cfg = M.MSMConfig(window=4, lanes=8, small_lanes=4, min_steps=4, budget_bytes=budget)
+    monkeypatch.setattr(G, "_merged_bytes", lambda *a: budget + 1)      # the per-MSM path
+    want, _ = G.prove(pk, m, w, seed=6, msm_config=cfg)
+    real, seen = M.msm_split, []
+
+    def flaky(fail_above, message="RESOURCE_EXHAUSTED: Out of memory while trying to allocate"):
+        def msm_split(curve, bases, scalars, positions, config=None, size=None):
+            seen.append(config.budget_bytes)
+            if config.budget_bytes > fail_above:
+                raise jax.errors.JaxRuntimeError(message)
+            return real(curve, bases, scalars, positions, config, size)
+        return msm_split
+
+    monkeypatch.setattr(M, "msm_split", flaky(budget // 2))
+    got, times = G.prove(pk, m, w, seed=6, msm_config=cfg)
+    assert all(np.array_equal(np.asarray(x), np.asarray(y)) for x, y in zip(got, want))
+    assert seen == [budget, budget // 2] * 5                  # each of the five MSMs, once again
+    assert np.all(np.asarray(G.verify(vk, ys, got)))
+    for fn, match in ((flaky(budget // 8), "RESOURCE_EXHAUSTED"),     # 2 retries: budget / 4
+                      (flaky(0, "INTERNAL: something else"), "INTERNAL")):
+        seen.clear()
+        monkeypatch.setattr(M, "msm_split", fn)
+        with pytest.raises(jax.errors.JaxRuntimeError, match=match):
+            G.prove(pk, m, w, seed=6, msm_config=cfg)
+        assert seen == ([budget, budget // 2, budget // 4] if match != "INTERNAL" else [budget])

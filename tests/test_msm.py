@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import random
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
@@ -135,10 +136,23 @@ def test_bits_sum_in_chunks_within_a_budget(g1_bases, monkeypatch):
     chunks.clear()
     assert G1.to_affine_ints(M.bits_sum(G1, np.asarray(bases), bits, cfg)) == want
     assert chunks == [4] * 8 and M.bits_working_set_bytes(G1, 4, 2, CFG) \
-        + M._bases_bytes(G1, 4) <= budget < M.bits_working_set_bytes(G1, 8, 2, CFG) \
-        + M._bases_bytes(G1, 8)
+        + 2 * M._bases_bytes(G1, 4) <= budget < M.bits_working_set_bytes(G1, 8, 2, CFG) \
+        + 2 * M._bases_bytes(G1, 8)
     with pytest.raises(ValueError, match="bits_sum: budget of 100 bytes"):
         M.bits_sum(G1, bases, bits, M.MSMConfig(window=4, lanes=8, budget_bytes=100))
+
+
+@pytest.mark.parametrize("shape", [(2, 12, 40), (2, 2, 12, 40)])
+def test_to_device_copies_host_slices_row_by_row(shape):
+    """_to_device: a strided last-axis slice of host bases (G1 and G2 shapes)
+    arrives whole and in order; device arrays pass through."""
+    x = np.random.default_rng(3).integers(0, 2**32, shape, dtype=np.uint32)
+    view = x[..., 8:24]
+    assert not view.flags.c_contiguous
+    got = M._to_device(view)
+    assert isinstance(got, jax.Array) and got.shape == view.shape
+    assert np.array_equal(np.asarray(got), view)
+    assert np.array_equal(np.asarray(M._to_device(jnp.asarray(view))), view)
 
 
 def test_in_chunks_keeps_at_most_two_in_flight(monkeypatch):

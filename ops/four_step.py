@@ -46,8 +46,8 @@ Device memory: ``step_bytes`` estimates one program's peak from the block
 size; ``chunk_lines`` picks the largest power-of-two number of lines per
 block that fits a byte budget.  At n = 2^27 (n1 = 2^13, n2 = 2^14, batch 1)
 and a 16 GiB budget the three-vector column program of Groth16's h takes
-4096 columns per block (about 12 GiB estimated), the one-vector ones 16384
-columns (8 GiB) or 4096 rows (8 GiB).
+4096 columns per block (12.3 GiB estimated), the one-vector ones 4096
+columns or 2048 rows (8.3 GiB each; the next power of two would not fit).
 """
 from __future__ import annotations
 

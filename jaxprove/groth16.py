@@ -342,7 +342,7 @@ def h_coefficients_host(a: np.ndarray, b: np.ndarray, c: np.ndarray, log_m: int,
         return FS.chunk_lines(log_len[axis], vectors, batch, log_m, log_n1, budget)
 
     def program(axis, out_axis, *stages):
-        return functools.partial(FS._stages_program, tabs=tabs, dom=dom[axis], stages=stages,
+        return functools.partial(FS.stages_program, tabs=tabs, dom=dom[axis], stages=stages,
                                  axis=axis, out_axis=out_axis, log_n=log_m)
 
     work = [np.empty_like(x) for x in (a, b, c)]

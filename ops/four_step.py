@@ -142,7 +142,7 @@ def from_lines(block, axis: str):
 
 
 @functools.partial(jax.jit, static_argnames=("stages", "axis", "out_axis", "log_n"))
-def _stages_program(q0, x, tabs, dom, *, stages, axis, out_axis, log_n):
+def stages_program(q0, x, tabs, dom, *, stages, axis, out_axis, log_n):
     """Stages in sequence on one block read along ``axis``, written along ``out_axis``."""
     x = to_lines(x, axis)
     for st in stages:
@@ -249,7 +249,7 @@ def ntt_host(x: np.ndarray, budget: int, *, inverse: bool = False, coset: bool =
                                  (axes[1], second, mid, dst, dst_axis)):
         log_len = log_lens[ax]
         dom = N.domain(log_len, cosets=False)
-        prog = functools.partial(_stages_program, tabs=tabs, dom=dom, stages=(st,), axis=ax,
+        prog = functools.partial(stages_program, tabs=tabs, dom=dom, stages=(st,), axis=ax,
                                  out_axis=o_ax, log_n=log_n)
         chunk = chunk_lines(log_len, 1, batch_size(x), log_n, log_n1, budget)
         sweep(prog, [(i, ax)], [(o, o_ax)], 1 << (log_n - log_len), chunk)

@@ -1,0 +1,256 @@
+"""Out-of-core NTTs over Fr: Bailey's four-step split, vectors in host memory.
+
+For n = n1·n2 (powers of two) a length-n vector is viewed as the row-major
+matrix x[i1, i2] = x[i1·n2 + i2] (``(8, *batch, n1, n2)``, a free reshape of
+the host array ``(8, *batch, n)``).  With ω = ω_n, ω_{n1} = ω^n2, ω_{n2} = ω^n1:
+
+    X[k1 + n1·k2] = Σ_{i2} ω_{n2}^(i2·k2) · ω^(i2·k1) · Σ_{i1} x[i1, i2] ω_{n1}^(i1·k1)
+
+    pass 1 (columns): length-n1 NTTs down each column i2, then the twiddle ω^(i2·k1);
+    pass 2 (rows):    length-n2 NTTs along each row k1.
+
+The result Y[k1, k2] = X[k1 + n1·k2] is stored row-major: the *transposed*
+layout (index j at position (j mod n1)·n2 + j div n1).  Read backwards,
+with input index j = j1 + n1·j2 held at (j1, j2), the same identity
+(ω^(n1·n2·j2·k1) = 1) gives a natural output:
+
+    X[k1·n2 + k2] = Σ_{j1} ω_{n1}^(j1·k1) · ω^(j1·k2) · Σ_{j2} x[j1, j2] ω_{n2}^(j2·k2)
+
+    pass 1 (rows): length-n2 NTTs along each row j1, then the twiddle ω^(j1·k2);
+    pass 2 (columns): length-n1 NTTs down each column k2.
+
+So a *natural* input runs columns-then-rows and comes out transposed, a
+*transposed* input runs rows-then-columns and comes out natural; neither
+needs a transpose pass.  The inverse is the same with ω⁻¹ and ``ops.ntt.intt``
+for the short transforms (their n1⁻¹·n2⁻¹ is the n⁻¹).  A chain of transforms
+alternates layouts for free; where it must end natural after a natural
+input (Groth16's h: three transforms), the last row pass writes each block
+transposed into the (n2, n1) view of the natural output (a strided host
+write of contiguous runs, not a separate pass).
+
+Every pass is a *sweep*: blocks of lines (whole columns or whole rows) go
+to the device, each block runs one jitted program, and the results come
+back.  On the device a block is held *lines-last*, ``(8, *batch, lines, L)``
+(a column block is swapped there), line q (global), position p < L.  One
+element's factors, both products of two short power tables (``Tables``,
+O(√n) each, so no length-n domain arrays exist anywhere):
+
+    twiddle  ω^(±q·p mod n)      (after the first pass's short transforms)
+    coset    g^(±(p·n/L + q))    g = 7: p·n/L + q is the element's index in
+                                 the layout it is in (natural for a column,
+                                 transposed for a row), so coset_ntt's g^i
+                                 multiplies the first pass's input and
+                                 coset_intt's g^(−i) the last pass's output.
+
+Device memory: ``step_bytes`` estimates one program's peak from the block
+size; ``chunk_lines`` picks the largest power-of-two number of lines per
+block that fits a byte budget.  At n = 2^27 (n1 = 2^13, n2 = 2^14, batch 1)
+and a 16 GiB budget the three-vector column program of Groth16's h takes
+4096 columns per block (12.3 GiB estimated), the one-vector ones 4096
+columns or 2048 rows (8.3 GiB each; the next power of two would not fit).
+"""
+from __future__ import annotations
+
+import dataclasses
+import functools
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from ops import ntt as N
+from ops.field import Fr
+
+FR_BYTES = 4 * Fr.L
+BLOCK_COPIES = 2           # per vector: its input block and its transformed block
+TRANSFORM_TEMPS = 3        # one running short NTT: bit-reversal gather, 2^r parts, kernel outputs
+FACTOR_COPIES = 3          # one factor: two table gathers and their product (unbatched)
+INDEX_BYTES = 2 * 4        # its exponent and a masked copy (uint32)
+
+
+def default_log_n1(log_n: int) -> int:
+    """The balanced split n1 = 2^⌊log n/2⌋ ≤ n2."""
+    return log_n // 2
+
+
+@dataclasses.dataclass(frozen=True)
+class Stage:
+    """One pass's arithmetic on a lines-last block: optionally x·g^index,
+    the short ntt (intt if ``inverse``) along the lines, optionally the
+    twiddle ω^(±q·p), optionally x·g^(−index)."""
+    inverse: bool
+    pre_coset: bool = False
+    twiddle: bool = False
+    post_coset: bool = False
+
+
+class Tables(NamedTuple):
+    """(lo, hi) power tables, each ``(8, 2^s)`` and ``(8, 2^(log n − s))``,
+    s = ⌈log n/2⌉: base^e = lo[e mod 2^s] · hi[e div 2^s] for e < n."""
+    omega: tuple
+    omega_inv: tuple
+    g: tuple
+    g_inv: tuple
+
+
+def _pow_table(base: int, log_n: int) -> tuple:
+    s = (log_n + 1) // 2
+    return N._powers(base, 1 << s), N._powers(pow(base, 1 << s, Fr.p), 1 << (log_n - s))
+
+
+def tables(log_n: int) -> Tables:
+    """The four tables of a length-2^log_n transform on the default device."""
+    w, g = N.root_of_unity(log_n), N.GENERATOR
+    return Tables(*(_pow_table(b, log_n) for b in (w, pow(w, -1, Fr.p), g, pow(g, -1, Fr.p))))
+
+
+def _pow_at(table: tuple, e):
+    """base^e for a uint32 exponent array e (< n): Fr ``(8, *e.shape)``."""
+    lo, hi = table
+    s = lo.shape[1].bit_length() - 1
+    return Fr.mul(jnp.take(lo, e & jnp.uint32(lo.shape[1] - 1), axis=1),
+                  jnp.take(hi, e >> jnp.uint32(s), axis=1))
+
+
+def apply_stage(x, q0, stage: Stage, tabs: Tables, dom: N.Domain, log_n: int):
+    """``stage`` on a lines-last block x ``(8, *batch, lines, L)`` (L = dom.n)
+    whose first line is q0 (a uint32 scalar, traced: one program for all
+    blocks).  Exponents are uint32: q·p wraps mod 2^32, a multiple of n."""
+    lines, L = x.shape[-2:]
+    q = q0 + jnp.arange(lines, dtype=jnp.uint32)[:, None]
+    p = jnp.arange(L, dtype=jnp.uint32)[None, :]
+    index = p * jnp.uint32((1 << log_n) // L) + q                 # (lines, L)
+    if stage.pre_coset:
+        x = Fr.mul(x, _pow_at(tabs.g, index))
+    x = (N.intt if stage.inverse else N.ntt)(x, dom)
+    if stage.twiddle:
+        e = (q * p) & jnp.uint32((1 << log_n) - 1)
+        x = Fr.mul(x, _pow_at(tabs.omega_inv if stage.inverse else tabs.omega, e))
+    if stage.post_coset:
+        x = Fr.mul(x, _pow_at(tabs.g_inv, index))
+    return x
+
+
+def to_lines(block, axis: str):
+    """A host-layout block (``[..., :, cols]`` or ``[..., rows, :]``) lines-last."""
+    return jnp.swapaxes(block, -1, -2) if axis == "col" else block
+
+
+def from_lines(block, axis: str):
+    return jnp.swapaxes(block, -1, -2) if axis == "col" else block
+
+
+@functools.partial(jax.jit, static_argnames=("stages", "axis", "out_axis", "log_n"))
+def stages_program(q0, x, tabs, dom, *, stages, axis, out_axis, log_n):
+    """Stages in sequence on one block read along ``axis``, written along ``out_axis``."""
+    x = to_lines(x, axis)
+    for st in stages:
+        x = apply_stage(x, q0, st, tabs, dom, log_n)
+    return (from_lines(x, out_axis),)
+
+
+def matrix(x: np.ndarray, rows: int) -> np.ndarray:
+    """The host vector ``(8, *batch, n)`` as its ``(8, *batch, rows, n/rows)`` view."""
+    return x.reshape(x.shape[:-1] + (rows, x.shape[-1] // rows))
+
+
+def _block(view: np.ndarray, axis: str, q0: int, size: int) -> np.ndarray:
+    return view[..., :, q0:q0 + size] if axis == "col" else view[..., q0:q0 + size, :]
+
+
+def sweep(program, ins, outs, count: int, chunk: int):
+    """For q0 = 0, chunk, … < count: program(q0, *blocks) on the device, the
+    blocks being ``chunk`` lines of each (matrix view, axis) in ``ins``; its
+    results are written to the same lines of each (view, axis) in ``outs``
+    (which may be the views read: a block is read before it is written)."""
+    for q0 in range(0, count, chunk):
+        blocks = [jax.device_put(np.ascontiguousarray(_block(v, ax, q0, chunk))) for v, ax in ins]
+        results = program(jnp.uint32(q0), *blocks)
+        for (v, ax), r in zip(outs, results):
+            _block(v, ax, q0, chunk)[...] = np.asarray(r)
+
+
+def step_bytes(lines: int, log_len: int, vectors: int, batch: int, log_n: int,
+               log_n1: int) -> int:
+    """Estimated device bytes of one program on a block of ``lines`` lines of
+    length 2^log_len, for ``vectors`` vectors of ``batch`` instances each:
+    per vector its input and transformed blocks, the temporaries of one
+    running short NTT, one factor (table gathers, product, exponents), and
+    the fixed tables and short domains."""
+    elems = lines << log_len
+    block = elems * batch * FR_BYTES
+    factor = elems * (FACTOR_COPIES * FR_BYTES + INDEX_BYTES)
+    fixed = 4 * 2 * FR_BYTES << ((log_n + 1) // 2)
+    fixed += FR_BYTES * ((1 << log_n1) + (1 << (log_n - log_n1)) + 2)
+    return (BLOCK_COPIES * vectors + TRANSFORM_TEMPS) * block + factor + fixed
+
+
+def chunk_lines(log_len: int, vectors: int, batch: int, log_n: int, log_n1: int,
+                budget: int) -> int:
+    """The largest power-of-two number of lines (≤ n/2^log_len) per block whose
+    ``step_bytes`` fits ``budget``; ValueError if one line does not."""
+    count = 1 << (log_n - log_len)
+    need = step_bytes(1, log_len, vectors, batch, log_n, log_n1)
+    if need > budget:
+        raise ValueError(f"device budget of {budget} bytes cannot hold one line of 2^{log_len} "
+                         f"elements ({vectors} vector(s), batch {batch}): needs {need} bytes")
+    lines = 1
+    while lines < count and step_bytes(2 * lines, log_len, vectors, batch, log_n,
+                                       log_n1) <= budget:
+        lines *= 2
+    return lines
+
+
+def check(x: np.ndarray, name: str) -> int:
+    """log n of a host vector of Fr elements ``(8, *batch, n)``, n a power of two."""
+    if x.ndim < 2 or x.shape[0] != Fr.L or x.dtype != np.uint32:
+        raise ValueError(f"{name}: expected uint32 Fr elements (8, *batch, n), got "
+                         f"{x.dtype} {x.shape}")
+    n = x.shape[-1]
+    if n & (n - 1) or n == 0:
+        raise ValueError(f"{name}: length {n} is not a power of two")
+    return n.bit_length() - 1
+
+
+def batch_size(x: np.ndarray) -> int:
+    return int(np.prod(x.shape[1:-1], dtype=np.int64))
+
+
+def ntt_host(x: np.ndarray, budget: int, *, inverse: bool = False, coset: bool = False,
+             transposed_in: bool = False, transposed_out: bool = False,
+             log_n1: int | None = None) -> np.ndarray:
+    """``ops.ntt.ntt`` (``intt``; with ``coset``, ``coset_ntt``/``coset_intt``) of
+    the host vector x ``(8, *batch, n)`` along its last axis, in a new host
+    array, with at most ``budget`` device bytes per program (estimated).
+
+    transposed_in / transposed_out: x / the result in the transposed layout
+    of the split n1 = 2^log_n1 (default ``default_log_n1``).  A natural input
+    runs columns-then-rows, a transposed one rows-then-columns; a natural
+    output after a natural input is written transposed by the row pass.
+    Transposed in and out is refused (it would need a transpose pass)."""
+    log_n = check(x, "ntt_host")
+    log_n1 = default_log_n1(log_n) if log_n1 is None else log_n1
+    if not 0 <= log_n1 <= log_n:
+        raise ValueError(f"ntt_host: log_n1 = {log_n1} outside [0, {log_n}]")
+    if transposed_in and transposed_out:
+        raise ValueError("ntt_host: transposed in and out needs a transpose pass; not supported")
+    n1, n2 = 1 << log_n1, 1 << (log_n - log_n1)
+    log_lens = {"col": log_n1, "row": log_n - log_n1}
+    tabs = tables(log_n)
+    first = Stage(inverse, pre_coset=coset and not inverse, twiddle=True)
+    second = Stage(inverse, post_coset=coset and inverse)
+    axes = ("row", "col") if transposed_in else ("col", "row")
+    work = np.empty_like(x)
+    out = np.empty_like(x) if not (transposed_in or transposed_out) else work
+    src, mid = matrix(x, n1), matrix(work, n1)
+    dst, dst_axis = (matrix(out, n2), "col") if out is not work else (mid, axes[1])
+    for (ax, st, i, o, o_ax) in ((axes[0], first, src, mid, axes[0]),
+                                 (axes[1], second, mid, dst, dst_axis)):
+        log_len = log_lens[ax]
+        dom = N.domain(log_len, cosets=False)
+        prog = functools.partial(stages_program, tabs=tabs, dom=dom, stages=(st,), axis=ax,
+                                 out_axis=o_ax, log_n=log_n)
+        chunk = chunk_lines(log_len, 1, batch_size(x), log_n, log_n1, budget)
+        sweep(prog, [(i, ax)], [(o, o_ax)], 1 << (log_n - log_len), chunk)
+    return out

@@ -1,0 +1,127 @@
+"""Out-of-core four-step NTT (ops.four_step) and Groth16's h over host arrays
+against ops.ntt, the O(n²) Python-int evaluation and _h_coefficients.
+
+Compile-time discipline: every (block shape, stage) is one compile, so the
+cases share a few sizes (2^4 with batch (1,), 2^6 with no batch)."""
+import random
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from jaxprove import groth16 as G
+from ops import four_step as FS
+from ops import ntt as N
+from ops.field import Fr
+
+P = Fr.p
+BIG = 1 << 30
+MODES = {"ntt": (False, False, N.ntt), "intt": (True, False, N.intt),
+         "coset_ntt": (False, True, N.coset_ntt), "coset_intt": (True, True, N.coset_intt)}
+
+
+def host_vectors(k, batch, count, seed):
+    rng = random.Random(seed)
+    rows = int(np.prod(batch))
+    vals = [np.array([Fr.random_ints(1 << k, rng) for _ in range(rows)],
+                     dtype=object).reshape(batch + (1 << k,)) for _ in range(count)]
+    return [Fr.from_int(v) for v in vals], vals
+
+
+@pytest.fixture(scope="module")
+def small():
+    (x,), (xs,) = host_vectors(4, (1,), 1, 7)
+    return x, [int(v) for v in xs[0]], N.domain(4)
+
+
+@pytest.mark.parametrize("mode", list(MODES))
+def test_matches_ops_ntt_and_naive(small, mode):
+    x, xs, dom = small
+    inverse, coset, ref = MODES[mode]
+    got = FS.ntt_host(x, BIG, inverse=inverse, coset=coset, log_n1=2)
+    assert np.array_equal(got, np.asarray(ref(jnp.asarray(x), dom)))
+    w = N.root_of_unity(4)
+    if inverse:
+        w = pow(w, -1, P)
+    g = pow(N.GENERATOR, -1 if inverse else 1, P)
+    scale = pow(16, -1, P) if inverse else 1
+    pre = [v * pow(g, i, P) % P for i, v in enumerate(xs)] if coset and not inverse else xs
+    want = [v * scale % P for v in N.naive_ntt(pre, w)]
+    if coset and inverse:
+        want = [v * pow(g, i, P) % P for i, v in enumerate(want)]
+    assert [int(v) for v in Fr.to_int(got)[0]] == want
+
+
+@pytest.mark.parametrize("log_n1,budget", [(1, BIG), (3, BIG), (5, BIG), (3, 1)])
+def test_splits_and_chunks_agree(log_n1, budget):
+    (x,), _ = host_vectors(6, (), 1, 11)
+    budget = budget if budget == BIG else FS.step_bytes(1, 6 - log_n1, 1, 1, 6, log_n1)
+    want = np.asarray(N.ntt(jnp.asarray(x), N.domain(6)))
+    assert np.array_equal(FS.ntt_host(x, budget, log_n1=log_n1), want)
+
+
+def test_one_line_per_chunk_is_chosen_for_the_smallest_budget():
+    need = FS.step_bytes(1, 3, 1, 1, 6, 3)
+    assert FS.chunk_lines(3, 1, 1, 6, 3, need) == 1
+    assert FS.chunk_lines(3, 1, 1, 6, 3, BIG) == 8
+    with pytest.raises(ValueError, match="cannot hold one line"):
+        FS.chunk_lines(3, 1, 1, 6, 3, need - 1)
+
+
+def test_transposed_layout_and_round_trip(small):
+    x, _, dom = small
+    y = FS.ntt_host(x, BIG, transposed_out=True, log_n1=2)
+    nat = np.asarray(N.ntt(jnp.asarray(x), dom))
+    # index j = j1 + 4·j2 sits at j1·4 + j2: the (4, 4) transpose
+    assert np.array_equal(y, nat.reshape(8, 1, 4, 4).swapaxes(-1, -2).reshape(8, 1, 16))
+    back = FS.ntt_host(y, BIG, inverse=True, transposed_in=True, log_n1=2)
+    assert np.array_equal(back, x)
+    with pytest.raises(ValueError, match="transpose pass"):
+        FS.ntt_host(x, BIG, transposed_in=True, transposed_out=True)
+
+
+def test_wrong_twiddle_is_caught(small, monkeypatch):
+    x, _, dom = small
+    good = FS.tables
+
+    def swapped(log_n):
+        t = good(log_n)
+        return t._replace(omega=t.omega_inv)
+    monkeypatch.setattr(FS, "tables", swapped)
+    got = FS.ntt_host(x, BIG, log_n1=2)
+    assert not np.array_equal(got, np.asarray(N.ntt(jnp.asarray(x), dom)))
+
+
+def test_too_small_budget_is_named(small):
+    x, _, _ = small
+    with pytest.raises(ValueError, match="cannot hold one line"):
+        FS.ntt_host(x, 1000, log_n1=2)
+    with pytest.raises(ValueError, match="power of two"):
+        FS.ntt_host(np.zeros((8, 12), np.uint32), BIG)
+
+
+def test_sixteen_gib_at_2_27_fits_the_documented_chunks():
+    g = 16 << 30
+    assert FS.chunk_lines(13, 3, 1, 27, 13, g) == 4096
+    assert FS.chunk_lines(13, 1, 1, 27, 13, g) == 4096
+    assert FS.chunk_lines(14, 1, 1, 27, 13, g) == 2048
+    assert FS.step_bytes(4096, 13, 3, 1, 27, 13) <= g < FS.step_bytes(8192, 13, 3, 1, 27, 13)
+
+
+@pytest.mark.parametrize("k,batch,log_n1,small_budget", [(4, (1,), 2, False), (6, (), 3, True)])
+def test_h_coefficients_host_equals_device(k, batch, log_n1, small_budget):
+    vs, _ = host_vectors(k, batch, 3, 100 + k)
+    copies = [v.copy() for v in vs]
+    want = np.asarray(jax.device_get(G._h_coefficients(*[jnp.array(v) for v in vs],
+                                                         N.domain(k))))
+    budget = FS.step_bytes(1, log_n1, 3, 1, k, log_n1) if small_budget else BIG
+    got = G.h_coefficients_host(*vs, k, budget, log_n1=log_n1)
+    assert got.shape == batch_shape(batch, k) and np.array_equal(got, want)
+    assert all(np.array_equal(v, c) for v, c in zip(vs, copies))      # inputs untouched
+    with pytest.raises(ValueError, match="cannot hold one line"):
+        G.h_coefficients_host(*vs, k, 1000, log_n1=log_n1)
+
+
+def batch_shape(batch, k):
+    return (8,) + batch + ((1 << k) - 1,)

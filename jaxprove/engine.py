@@ -47,9 +47,10 @@ The device thread runs the best-ranked prepared batch, and waits for a more
 urgent one the host thread is about to build rather than run a prepared
 batch it outranks.  **Preemption** (``preempt``, on by default): between
 the stages of a running proof (spmv, ntt, msm_g1, msm_g2, combine; each MSM
-in streaming mode) the device thread takes what the host thread has
-prepared and runs every batch that outranks the running one first, so a
-WinningPoSt job waits for one stage of a PoRep partition, not all of it;
+in streaming mode, and between its chunks) the device thread takes what the
+host thread has prepared and runs every batch that outranks the running one
+first, so a WinningPoSt job waits for one stage of a PoRep partition (in
+streaming mode one MSM chunk: ~0.3 s for 2^24 points), not all of it;
 the paused proof's intermediates stay on the device meanwhile.  A failing item
 (bad input, unsatisfied witness, a proof that does not verify) fails its job
 only: a batch whose witness building raises is rebuilt item by item, and an
@@ -1048,7 +1049,8 @@ class Engine:
         cancellation ends the wait), and run every prepared batch that
         outranks the paused one, to the end (they are not interrupted
         themselves).  So a WinningPoSt job waits for one stage of a running
-        PoRep partition, not the whole partition."""
+        PoRep partition (or one chunk of a chunked MSM), not the whole
+        partition."""
         receive = functools.partial(self._receive, q, slots, ready, host_done)
         while True:
             while not host_done[0] and len(ready) <= self.config.lookahead and receive(block=False):

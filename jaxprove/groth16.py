@@ -431,7 +431,9 @@ def prove(pk: ProvingKey, matrices: pce.Matrices, w, seed: int | None = None,
     proofs.
 
     ``on_stage(stage)`` is called after each stage has finished on the
-    device: an interruption point (the engine runs a more urgent proof
+    device, and between the chunks of a chunked MSM (streaming mode, or an
+    MSM budget: ``on_stage("msm_h")`` with the MSM's stage name while it
+    runs): an interruption point (the engine runs a more urgent proof
     there).  The time spent inside it is left out of the stage times and
     of total, and reported as ``paused``."""
     pce._check_witness(matrices, w)
@@ -447,14 +449,14 @@ def prove(pk: ProvingKey, matrices: pce.Matrices, w, seed: int | None = None,
     times = {}
     t0 = t = time.perf_counter()
 
-    paused = 0.0
+    paused = held = 0.0          # held: paused inside the running stage (between MSM chunks)
 
     def lap(name, x):
-        nonlocal t, paused
+        nonlocal t, paused, held
         jax.block_until_ready(x)
         now = time.perf_counter()
-        times[name] = now - t
-        t = now
+        times[name] = now - t - held
+        t, held = now, 0.0
         if on_stage is not None:
             on_stage(name)
             t = time.perf_counter()
@@ -474,8 +476,15 @@ def prove(pk: ProvingKey, matrices: pce.Matrices, w, seed: int | None = None,
     h = lap("ntt", _h_coefficients(a, b, c, domain or N.domain(log_m)))
     del a, b, c              # not held through the MSMs: 3 vectors of the domain size
     r, s = _blinding(batch, seed)
+    def between_chunks(stage):
+        nonlocal paused, held
+        start = time.perf_counter()
+        on_stage(stage)
+        d = time.perf_counter() - start
+        paused, held = paused + d, held + d
+
     proof = prove_msms(pk, w, h, matrices.num_inputs, positions or msm_positions(matrices), r, s,
-                       msm_config, lap)
+                       msm_config, lap, between_chunks if on_stage is not None else None)
     times["total"] = time.perf_counter() - t0 - paused
     if paused:
         times["paused"] = paused
@@ -483,13 +492,15 @@ def prove(pk: ProvingKey, matrices: pce.Matrices, w, seed: int | None = None,
 
 
 def prove_msms(pk: ProvingKey, w, h, num_inputs: int, positions: MSMPositions, r, s,
-               msm_config: M.MSMConfig | None = None, lap=lambda name, x: x) -> Proof:
+               msm_config: M.MSMConfig | None = None, lap=lambda name, x: x,
+               between_chunks: Callable[[str], None] | None = None) -> Proof:
     """The MSMs and the combination of a proof, shared by every H convention
     (ours, snarkjs's): witness w ``(8, *batch, n_vars)``, h coefficients
     ``(8, *batch, len(pk.h))``, blinding r, s ``(8, *batch)``.
     ``positions``: where the variables are 0/1 in every satisfying witness
     (``msm_positions``; one entry each instead of a digit per window).
-    ``lap(stage, x)`` is called on each stage's result (timing).
+    ``lap(stage, x)`` is called on each stage's result (timing),
+    ``between_chunks(stage)`` between the chunks of the per-MSM path's MSMs.
 
     With the bases on the device and a merged working set within the
     memory budget (``msm_config.budget_bytes``, or 80% of the device's free
@@ -539,17 +550,17 @@ def prove_msms(pk: ProvingKey, w, h, num_inputs: int, positions: MSMPositions, r
     pv = positions.vars
     delta_at = jnp.full((1,), _n_vars(pk), jnp.int32)
     pos_d = M.Positions(jnp.concatenate([jnp.asarray(pv.dense), delta_at]), jnp.asarray(pv.bits))
-    size_h = _streaming_sizes(_n_vars(pk), pk.l.shape[-1], pk.h.shape[-1], pv.bits.shape[0],
-                              positions.aux.bits.shape[0])[2]
 
-    def split(curve, bases, scalars, positions, size=None):
+    def hook(stage):
+        return None if between_chunks is None else (lambda: between_chunks(stage))
+
+    def retried(run):
         # the working sets are estimates (session 11: a sort buffer 25% above its share):
         # on running out of device memory the MSM is run again within half the budget
         cfg = msm_config
         for retry in range(MSM_RETRIES + 1):
             try:
-                return jax.block_until_ready(M.msm_split(curve, bases, scalars, positions, cfg,
-                                                         size))
+                return jax.block_until_ready(run(cfg))
             except jax.errors.JaxRuntimeError as e:
                 if not _out_of_memory(e) or cfg is None or cfg.budget_bytes is None \
                         or retry == MSM_RETRIES:
@@ -558,14 +569,24 @@ def prove_msms(pk: ProvingKey, w, h, num_inputs: int, positions: MSMPositions, r
                             "within %d", cfg.budget_bytes, cfg.budget_bytes // 2)
                 cfg = dataclasses.replace(cfg, budget_bytes=cfg.budget_bytes // 2)
 
+    def split(stage, curve, bases, scalars, positions):
+        return lap(stage, retried(lambda cfg: M.msm_split(curve, bases, scalars, positions, cfg,
+                                                          on_chunk=hook(stage))))
+
+    def dense(cfg):
+        # H as it is: no split, no padding of its m − 1 bases (a whole copy of the vector on
+        # every proof: 12.9 GB at 2^27, seconds in host memory; the chunks pad the last one)
+        return M.msm(G1, pk.h, h, dataclasses.replace(cfg or M.default_config(),
+                                                      split_threshold=None), hook("msm_h"))
+
     # w ‖ r and w ‖ s (δ's scalar) one at a time: each is a copy of the witness
-    msm_a = lap("msm_a", split(G1, pk.a, _append_scalar(w, r, batch), pos_d))
+    msm_a = split("msm_a", G1, pk.a, _append_scalar(w, r, batch), pos_d)
     ss = _append_scalar(w, s, batch)
-    msm_b1 = lap("msm_b_g1", split(G1, pk.b_g1, ss, pos_d))
-    msm_b2 = lap("msm_b_g2", split(G2, pk.b_g2, ss, pos_d))
+    msm_b1 = split("msm_b_g1", G1, pk.b_g1, ss, pos_d)
+    msm_b2 = split("msm_b_g2", G2, pk.b_g2, ss, pos_d)
     del ss
-    msm_l = lap("msm_l", split(G1, pk.l, w[..., num_inputs:], positions.aux))
-    msm_h = lap("msm_h", split(G1, pk.h, h, [], size_h))
+    msm_l = split("msm_l", G1, pk.l, w[..., num_inputs:], positions.aux)
+    msm_h = lap("msm_h", retried(dense))
     return lap("combine", _combine(fixed, msm_a, msm_b1, msm_b2, msm_l, msm_h, r, s))
 
 

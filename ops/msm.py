@@ -579,14 +579,18 @@ def _to_device(x):
     return jnp.stack([jax.device_put(r) for r in rows]).reshape(x.shape)
 
 
-def _in_chunks(n: int, chunk: int, step, acc):
+def _in_chunks(n: int, chunk: int, step, acc, on_chunk=None):
     """acc ← step(lo, hi, acc) over [0, N) in chunks, at most two in flight:
     before chunk k is dispatched (its bases copied to the device, for host
     bases) chunk k − 2 has finished, so its buffers are free.  Without the
     wait the host loop runs ahead of the device and every chunk's bases land
-    on the device at once (the whole vector: the budget ignored)."""
+    on the device at once (the whole vector: the budget ignored).
+    ``on_chunk()``, if given, is called before every chunk but the first: an
+    interruption point (the engine runs a more urgent proof there)."""
     pending = []
     for lo in range(0, n, chunk):
+        if lo and on_chunk is not None:
+            on_chunk()
         if len(pending) == 2:
             jax.block_until_ready(pending.pop(0))
         acc = step(lo, min(n, lo + chunk), acc)
@@ -624,7 +628,7 @@ def _check(curve: Curve, bases, scalars):
         raise TypeError("msm: bases and scalars must be uint32 limb arrays")
 
 
-def msm(curve: Curve, bases, scalars, config: MSMConfig | None = None):
+def msm(curve: Curve, bases, scalars, config: MSMConfig | None = None, on_chunk=None):
     """Σ_i s_i·P_i for every scalar vector: bases affine ``(2, *fp, N)``
     (device or host array), scalars Fr ``(8, *batch, N)`` -> projective
     ``(3, *fp, *batch)``.  With ``config.budget_bytes`` the bases are
@@ -639,7 +643,8 @@ def msm(curve: Curve, bases, scalars, config: MSMConfig | None = None):
     split on the host when a budget is set (the mask comes back, the
     gathers run on the host).
     No count when the scalars or bases are tracers (``msm`` called under
-    ``jit``): the plain path, whose sort already skips zero digits."""
+    ``jit``): the plain path, whose sort already skips zero digits.
+    ``on_chunk``: called between chunks (``_in_chunks``)."""
     cfg = config or default_config()
     _check(curve, bases, scalars)
     n = bases.shape[-1]
@@ -651,7 +656,7 @@ def msm(curve: Curve, bases, scalars, config: MSMConfig | None = None):
     s = jnp.asarray(scalars).reshape(8, G, n)
     if cfg.split_threshold is not None and not any(
             isinstance(x, jax.core.Tracer) for x in (bases, scalars)):
-        out = _auto_split(curve, bases, s, cfg)
+        out = _auto_split(curve, bases, s, cfg, on_chunk)
         if out is not None:
             return out.reshape(curve.proj + batch)
     if cfg.budget_bytes is None and n & (n - 1):
@@ -674,7 +679,8 @@ def msm(curve: Curve, bases, scalars, config: MSMConfig | None = None):
         b, sc = _pad_last(bases[..., lo:hi], chunk), _pad_last(s[..., lo:hi], chunk)
         return _chunk_jit(curve, _to_device(b), sc, c, _traced(cfg), buckets)
 
-    buckets = _in_chunks(n, chunk, step, curve.identity((G * num_windows(c) << (c - 1),)))
+    buckets = _in_chunks(n, chunk, step, curve.identity((G * num_windows(c) << (c - 1),)),
+                         on_chunk)
     return _reduce_jit(curve, buckets, G, c, _traced(cfg)).reshape(curve.proj + batch)
 
 
@@ -688,7 +694,7 @@ def _bits_jit(curve, bases, bits, cfg):
     return bucket_sums(curve, pm, keys, payload, G, cfg)
 
 
-def bits_sum(curve: Curve, bases, bits, config: MSMConfig | None = None):
+def bits_sum(curve: Curve, bases, bits, config: MSMConfig | None = None, on_chunk=None):
     """Σ_{b_i = 1} P_i for 0/1 vectors (cuzk's "batch addition"): bases affine
     ``(2, *fp, N)``, bits bool ``(*batch, N)`` -> projective ``(3, *fp, *batch)``.
 
@@ -699,7 +705,8 @@ def bits_sum(curve: Curve, bases, bits, config: MSMConfig | None = None):
     Bases may be a host array (streaming).  With ``config.budget_bytes`` the
     bases go in power-of-two chunks whose ``bits_working_set_bytes`` (plus,
     for host bases, the next chunk's copy: its rows and their stack,
-    ``_to_device``) fits the budget, at most two in flight."""
+    ``_to_device``) fits the budget, at most two in flight; ``on_chunk`` as
+    ``msm``."""
     cfg = config or default_config()
     if not isinstance(bases, np.ndarray):
         bases = jnp.asarray(bases)
@@ -722,7 +729,7 @@ def bits_sum(curve: Curve, bases, bits, config: MSMConfig | None = None):
         b, f = _pad_last(bases[..., lo:hi], chunk), _pad_last(bits[:, lo:hi], chunk)
         return _bits_add_jit(curve, _to_device(b), f, _traced(cfg), acc)
 
-    out = _in_chunks(n, chunk, step, curve.identity((G,)))
+    out = _in_chunks(n, chunk, step, curve.identity((G,)), on_chunk)
     return out.reshape(curve.proj + batch)
 
 
@@ -745,15 +752,16 @@ def _pad_last(x, size: int):
     return (np if isinstance(x, np.ndarray) else jnp).pad(x, pad)
 
 
-def _split_sum(curve: Curve, bit_bases, bits, dense_bases, dense_scalars, cfg: MSMConfig):
+def _split_sum(curve: Curve, bit_bases, bits, dense_bases, dense_scalars, cfg: MSMConfig,
+               on_chunk=None):
     """bits_sum(bit_bases, bits) + msm(dense_bases, dense_scalars); either
     part may be None.  bits ``(G, k)`` bool, dense scalars ``(8, G, k')`` ->
     ``(3, *fp, G)``."""
     out = None
     if bits is not None:
-        out = bits_sum(curve, bit_bases, bits, cfg)
+        out = bits_sum(curve, bit_bases, bits, cfg, on_chunk)
     if dense_scalars is not None:
-        d = msm(curve, dense_bases, dense_scalars, cfg)
+        d = msm(curve, dense_bases, dense_scalars, cfg, on_chunk)
         out = d if out is None else curve.add(out, d)
     return out
 
@@ -788,7 +796,7 @@ def count_bit_positions(scalars) -> int:
     return int(_bit_mask(s.reshape(8, -1, s.shape[-1]))[1])
 
 
-def _auto_split(curve: Curve, bases, s, cfg: MSMConfig):
+def _auto_split(curve: Curve, bases, s, cfg: MSMConfig, on_chunk=None):
     """``msm``'s 0/1 split of scalars ``(8, G, N)``: None when the 0/1
     positions are fewer than ``cfg.split_threshold``·N (or none), else the
     sums ``(3, *fp, G)``.  The dense part runs with the split off (no
@@ -800,14 +808,16 @@ def _auto_split(curve: Curve, bases, s, cfg: MSMConfig):
         return None
     dense_cfg = dataclasses.replace(cfg, split_threshold=None)
     if isinstance(bases, np.ndarray) and cfg.budget_bytes is not None:   # streaming: on the host
-        return msm_split(curve, bases, s, np.flatnonzero(np.asarray(mask)), dense_cfg)
+        return msm_split(curve, bases, s, np.flatnonzero(np.asarray(mask)), dense_cfg,
+                         on_chunk=on_chunk)
     kd = _pow2(n - count) if count < n else 0
     bb, bits, db, ds = _gather_split(_to_device(bases), s, mask, _pow2(count), kd)
-    return _split_sum(curve, bb, bits, db if kd else None, ds if kd else None, dense_cfg)
+    return _split_sum(curve, bb, bits, db if kd else None, ds if kd else None, dense_cfg,
+                      on_chunk)
 
 
 def msm_split(curve: Curve, bases, scalars, bit_positions, config: MSMConfig | None = None,
-              dense_size: int | None = None):
+              dense_size: int | None = None, on_chunk=None):
     """Σ_i s_i·P_i where the scalars at ``bit_positions`` (host int array,
     the same for every vector, or a resident ``Positions``) are known to be 0 or 1 (e.g. a circuit's
     boolean-constrained variables in a satisfying witness): those positions
@@ -816,7 +826,7 @@ def msm_split(curve: Curve, bases, scalars, bit_positions, config: MSMConfig | N
     if given, so several MSMs can share one compiled program; ``msm`` may
     split that part again by counting).  ``bases`` may be ``SplitBases``
     (then ``bit_positions`` must be the ``Positions`` they were split by).
-    Shapes as ``msm``."""
+    Shapes and ``on_chunk`` as ``msm``."""
     cfg = config or default_config()
     if not isinstance(bases, SplitBases):     # split here; a key keeps them split (split_bases)
         n = bases.shape[-1]
@@ -824,7 +834,7 @@ def msm_split(curve: Curve, bases, scalars, bit_positions, config: MSMConfig | N
             positions(n, bit_positions, device=False)
         bases = split_bases(bases, pos, dense_size)
         bit_positions = pos
-    return _msm_presplit(curve, bases, scalars, bit_positions, cfg)
+    return _msm_presplit(curve, bases, scalars, bit_positions, cfg, on_chunk)
 
 
 class SplitBases(NamedTuple):
@@ -870,7 +880,8 @@ def split_bases(bases, pos: "Positions", dense_size: int | None = None,
     return SplitBases(bb, db, n)
 
 
-def _msm_presplit(curve: Curve, bases: SplitBases, scalars, pos, cfg: MSMConfig):
+def _msm_presplit(curve: Curve, bases: SplitBases, scalars, pos, cfg: MSMConfig,
+                  on_chunk=None):
     """``msm_split`` over ``SplitBases``: only the scalars are gathered."""
     if not isinstance(pos, Positions):
         raise ValueError("msm_split: split bases need the Positions they were split by")
@@ -890,7 +901,7 @@ def _msm_presplit(curve: Curve, bases: SplitBases, scalars, pos, cfg: MSMConfig)
         db = bases.dense                      # no bits: kept in its own order (split_bases)
         ds = s if bits is None else jnp.take(s, jnp.asarray(pos.dense), axis=-1)
         ds = _pad_last(ds, db.shape[-1])
-    return _split_sum(curve, bb, bits, db, ds, cfg).reshape(curve.proj + batch)
+    return _split_sum(curve, bb, bits, db, ds, cfg, on_chunk).reshape(curve.proj + batch)
 
 
 class Positions(NamedTuple):

@@ -2,6 +2,7 @@
 verify with our pairing, and an independent pairing check with py_ecc."""
 from __future__ import annotations
 
+import dataclasses
 import random
 import time
 
@@ -238,7 +239,7 @@ def test_qap_at_equals_lagrange_interpolation(circuit):
         assert [int(x) for x in Fr.to_int(np.asarray(dev))] == want
 
 
-def test_streaming_prove_from_host_memory(circuit):
+def test_streaming_prove_from_host_memory(circuit, monkeypatch):
     """Bases in host memory (numpy) with a device budget: the MSMs stream them
     in chunks (ops.msm budget_bytes) and the proof still verifies."""
     from ops import msm as M
@@ -261,9 +262,15 @@ def test_streaming_prove_from_host_memory(circuit):
         assert np.array_equal(np.asarray(x), np.asarray(y))
     with pytest.raises(ValueError, match="a split already"):
         G.streaming_key(split_pk, G.msm_positions(m), ("a",))
+    splits, real_split = [], M.split_bases
+    monkeypatch.setattr(M, "split_bases", lambda *a, **k: splits.append(a[0].shape)
+                        or real_split(*a, **k))
     again, times = G.prove(split_pk, m, w, seed=5, msm_config=cfg,
                            positions=G.msm_positions(m))
     assert {"msm_a", "msm_b_g1", "msm_b_g2", "msm_l", "msm_h"} <= set(times)
+    # H's bases are not split (gathered, padded: copied whole) per proof: 12.9 GB at 2^27
+    # (a dense part may still be split again by counting its 0/1 scalars: small here)
+    assert host_pk.h.shape[-1] not in [sh[-1] for sh in splits], splits
     assert all(np.array_equal(np.asarray(x), np.asarray(y)) for x, y in zip(again, proof))
 
 
@@ -324,17 +331,17 @@ def test_an_msm_out_of_device_memory_runs_again_within_half_the_budget(circuit, 
     cfg = M.MSMConfig(window=4, lanes=8, small_lanes=4, min_steps=4, budget_bytes=budget)
     monkeypatch.setattr(G, "_merged_bytes", lambda *a: budget + 1)      # the per-MSM path
     want, _ = G.prove(pk, m, w, seed=6, msm_config=cfg)
-    real, seen = M.msm_split, []
+    real, seen = M.msm, []
 
     def flaky(fail_above, message="RESOURCE_EXHAUSTED: Out of memory while trying to allocate"):
-        def msm_split(curve, bases, scalars, positions, config=None, size=None):
+        def msm(curve, bases, scalars, config=None):          # every MSM's dense part
             seen.append(config.budget_bytes)
             if config.budget_bytes > fail_above:
                 raise jax.errors.JaxRuntimeError(message)
-            return real(curve, bases, scalars, positions, config, size)
-        return msm_split
+            return real(curve, bases, scalars, config)
+        return msm
 
-    monkeypatch.setattr(M, "msm_split", flaky(budget // 2))
+    monkeypatch.setattr(M, "msm", flaky(budget // 2))
     got, times = G.prove(pk, m, w, seed=6, msm_config=cfg)
     assert all(np.array_equal(np.asarray(x), np.asarray(y)) for x, y in zip(got, want))
     assert seen == [budget, budget // 2] * 5                  # each of the five MSMs, once again
@@ -342,7 +349,35 @@ def test_an_msm_out_of_device_memory_runs_again_within_half_the_budget(circuit, 
     for fn, match in ((flaky(budget // 8), "RESOURCE_EXHAUSTED"),     # 2 retries: budget / 4
                       (flaky(0, "INTERNAL: something else"), "INTERNAL")):
         seen.clear()
-        monkeypatch.setattr(M, "msm_split", fn)
+        monkeypatch.setattr(M, "msm", fn)
         with pytest.raises(jax.errors.JaxRuntimeError, match=match):
             G.prove(pk, m, w, seed=6, msm_config=cfg)
         assert seen == ([budget, budget // 2, budget // 4] if match != "INTERNAL" else [budget])
+
+
+def test_on_stage_is_also_called_between_msm_chunks(circuit):
+    """Streaming mode: on_stage runs between the chunks of each chunked MSM
+    too (with the MSM's stage name), the proof is unchanged, and the time
+    spent there is reported as paused, not in the stages."""
+    from ops import msm as M
+    r1cs, w, pk, vk, _, _, ys = circuit
+    m = pce.extract(r1cs)
+    pos = G.msm_positions(m)
+    split_pk = G.streaming_key(G.ProvingKey(*(np.asarray(x) for x in pk)), pos)
+    small = M.MSMConfig(window=4, lanes=8, small_lanes=4, min_steps=4)
+    cfg = dataclasses.replace(small, budget_bytes=M.working_set_bytes(G2, 8, 2, 4, small))
+    want, _ = G.prove(split_pk, m, w, seed=7, msm_config=cfg, positions=pos)
+    calls = []
+
+    def on_stage(stage):
+        calls.append(stage)
+        time.sleep(0.02)
+
+    got, times = G.prove(split_pk, m, w, seed=7, msm_config=cfg, positions=pos,
+                         on_stage=on_stage)
+    assert all(np.array_equal(np.asarray(x), np.asarray(y)) for x, y in zip(got, want))
+    stages = ["spmv", "ntt", "msm_a", "msm_b_g1", "msm_b_g2", "msm_l", "msm_h", "combine"]
+    assert [c for i, c in enumerate(calls) if c != calls[i - 1] or i == 0] == stages
+    assert len(calls) > len(stages) and calls.count("msm_h") > 1      # chunk points
+    assert times["paused"] >= 0.02 * len(calls)
+    assert sum(times[s] for s in stages) <= times["total"] + 1e-6

@@ -167,6 +167,10 @@ def test_in_chunks_keeps_at_most_two_in_flight(monkeypatch):
     assert M._in_chunks(10, 2, step, None) == 8
     assert events == [("run", 0), ("run", 2), ("wait", 0), ("run", 4), ("wait", 2),
                       ("run", 6), ("wait", 4), ("run", 8)]
+    events.clear()           # the interruption point: before every chunk but the first
+    assert M._in_chunks(6, 2, step, None, lambda: events.append(("yield", None))) == 4
+    assert events == [("run", 0), ("yield", None), ("run", 2), ("yield", None), ("wait", 0),
+                      ("run", 4)]
 
 
 def test_msm_split_over_presplit_host_bases(g1_bases):
@@ -289,6 +293,10 @@ def test_msm_chunked_equals_unchunked(g1_bases):
     cfg = M.MSMConfig(window=4, lanes=8, small_lanes=4, min_steps=4, budget_bytes=budget)
     host_bases = np.asarray(bases)                 # streamed from host memory
     assert _run(host_bases, sc, cfg=cfg) == _expected(ks, sc) == _run(bases, sc)
+    calls = []         # between chunks: host chunks of 4 (8 and their copies exceed the budget)
+    s = jnp.asarray(Fr.from_int(np.array([sc], dtype=object)))
+    got = M.msm(G1, host_bases, s, cfg, lambda: calls.append(1))[..., 0]
+    assert G1.to_affine_ints(got) == _expected(ks, sc) and len(calls) == N // 4 - 1
 
 
 def test_msm_g2():

@@ -22,6 +22,15 @@ variables that have an entry in the matrix:
 * ``b_input_density`` (num_inputs,), ``b_aux_density`` (num_aux,): the
   variable appears in B.
 
+Out of core (the "16 GB mode"): ``to_host`` keeps the Matrices in host
+memory and ``evaluate_host`` computes the same a, b, c into host numpy
+arrays (8, *batch, length), one row block of one matrix on the device at a
+time (``ops.spmv.row_block``; blocks planned by ``plan_blocks`` within a
+byte budget, an estimate by ``block_bytes``), checking a∘b = c in row
+blocks (``first_bad_host``).  At 2^27 rows the matrices (~8 GiB) and a, b,
+c (3 × 4 GiB) never sit on the device: it holds w, its element-major copy
+(4 GiB each at batch 1) and one block (estimate).
+
 Persistence: one directory per cache key under a cache folder, holding the
 arrays (orbax-checkpoint) and ``meta.json`` (format, ``VERSION``, key, static
 counts, and each array's shape, dtype and content checksum).  Written under a

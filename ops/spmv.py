@@ -70,6 +70,14 @@ result.  Since Montgomery form is linear (x ↦ x·R mod r), sums of
 Montgomery limbs are the Montgomery form of the sum, so no conversion is
 needed anywhere.
 
+Row blocks (out of core, ``RowBlocks``, ``row_block``): rows [r0, r1) of
+a BlockedCSR are again a BlockedCSR (its ELL rows, its long rows and
+their pieces, the chunks over its overflow rows, indices rebased), so
+``spmv`` of the block is rows [r0, r1) of ``spmv`` of the whole, provided
+no overflow chunk straddles r0 or r1 (a cut lies where a chunk starts a
+row afresh; chunks span at most ``block_rows`` overflow rows, so cuts are
+about a chunk apart).  A block needs only its own arrays on the device.
+
 Memory (B instances, rows, n variables, K = Kp + Kg, P pieces, Q = Qp +
 Qg): the matrix holds 4·(K + 1)·rows + 4·(Q + 1)·P bytes of fixed-width
 rows plus 8 bytes per chunk entry (plus slack); an evaluation holds the

@@ -411,7 +411,8 @@ def msm_positions(matrices: pce.Matrices) -> MSMPositions:
 def prove(pk: ProvingKey, matrices: pce.Matrices, w, seed: int | None = None,
           msm_config: M.MSMConfig | None = None, domain: N.Domain | None = None,
           positions: MSMPositions | None = None,
-          on_stage: Callable[[str], None] | None = None):
+          on_stage: Callable[[str], None] | None = None,
+          out_of_core_budget: int | None = None):
     """Proofs for a batch of witnesses w ``(8, *batch, n_vars)`` (Fr, bellperson
     order, w[..., 0] = 1) -> (Proof with batch shape ``batch``, timings dict in
     seconds per stage: spmv, ntt, msm_g1 and msm_g2 (the merged MSMs; with
@@ -435,7 +436,29 @@ def prove(pk: ProvingKey, matrices: pce.Matrices, w, seed: int | None = None,
     MSM budget: ``on_stage("msm_h")`` with the MSM's stage name while it
     runs): an interruption point (the engine runs a more urgent proof
     there).  The time spent inside it is left out of the stage times and
-    of total, and reported as ``paused``."""
+    of total, and reported as ``paused``.
+
+    ``out_of_core_budget`` (bytes; the "16 GB mode"): a, b, c and h live in
+    host memory and every program before the MSMs holds at most about that
+    many device bytes beyond w.  ``matrices`` may then be host-resident
+    (``pce.to_host``): a, b, c = A·w, B·w, C·w come back row block by row
+    block (``pce.evaluate_host``, already padded to m = 2^log_m with zeros),
+    a·b = c is checked in row blocks (the same refusal), and h =
+    (a·b − c)/Z over the coset comes from four sweeps of the four-step
+    NTT (``h_coefficients_host``; ``domain`` is not used).  h (8, *batch,
+    m − 1) stays in host memory until its MSM (the last) copies it to the
+    device whole, and the MSMs run within ``msm_config.budget_bytes``,
+    which defaults to the same budget.  The proof is bit for bit that of
+    the in-core path with the same MSM configuration and seed.
+
+    Estimated device peak at 2^27 rows, batch 1, bases in host memory (an
+    estimate from the byte counts, not measured; 1 vector = 4 GiB): the
+    caller's w (1 vector) plus, during the SpMV and the NTT sweeps, at most
+    the budget (which counts the SpMV's element-major copy of w, 1 vector);
+    during msm_a / msm_b the copy w ‖ r or w ‖ s (1 vector), during msm_h
+    h (1 vector), plus the MSM budget.  E.g. out_of_core_budget = 8 GiB and
+    msm_config.budget_bytes = 4 GiB: about 12 GiB at the peak; one budget
+    of 6 GiB for both: about 14 GiB."""
     pce._check_witness(matrices, w)
     batch = w.shape[1:-1]
     if _n_vars(pk) != matrices.num_vars:
@@ -463,18 +486,13 @@ def prove(pk: ProvingKey, matrices: pce.Matrices, w, seed: int | None = None,
             paused += t - now
         return x
 
-    a, b, c = lap("spmv", pce.evaluate(matrices, w))
-    ok, first = _satisfied(a, b, c)
-    if not bool(np.all(np.asarray(ok))):
-        bad = [(i, int(r)) for i, r in enumerate(np.asarray(first).reshape(-1)) if r >= 0]
-        raise ValueError(f"prove: the witness does not satisfy circuit {matrices.name!r}: "
-                         f"(instance, first failing row) = {bad[:8]}")
-    pad = [(0, 0)] * (a.ndim - 1) + [(0, m - matrices.rows)]
-    a = jnp.pad(a, pad)      # one at a time: four vectors live, not six
-    b = jnp.pad(b, pad)
-    c = jnp.pad(c, pad)
-    h = lap("ntt", _h_coefficients(a, b, c, domain or N.domain(log_m)))
-    del a, b, c              # not held through the MSMs: 3 vectors of the domain size
+    if out_of_core_budget is None:
+        h = _h_in_core(matrices, w, log_m, domain, lap)
+    else:
+        h = _h_out_of_core(matrices, w, log_m, out_of_core_budget, lap)
+        if msm_config is None or msm_config.budget_bytes is None:
+            msm_config = dataclasses.replace(msm_config or M.default_config(),
+                                             budget_bytes=out_of_core_budget)
     r, s = _blinding(batch, seed)
     def between_chunks(stage):
         nonlocal paused, held
@@ -489,6 +507,40 @@ def prove(pk: ProvingKey, matrices: pce.Matrices, w, seed: int | None = None,
     if paused:
         times["paused"] = paused
     return proof, times
+
+
+def _refuse_unsatisfied(matrices: pce.Matrices, first):
+    """ValueError naming each bad instance's first failing row (first: −1 where
+    satisfied), if any."""
+    bad = [(i, int(r)) for i, r in enumerate(np.asarray(first).reshape(-1)) if r >= 0]
+    if bad:
+        raise ValueError(f"prove: the witness does not satisfy circuit {matrices.name!r}: "
+                         f"(instance, first failing row) = {bad[:8]}")
+
+
+def _h_in_core(matrices: pce.Matrices, w, log_m: int, domain: N.Domain | None, lap):
+    """h (8, *batch, m − 1) on the device: a, b, c on the device, checked,
+    padded to m, then ``_h_coefficients`` (stages spmv, ntt)."""
+    a, b, c = lap("spmv", pce.evaluate(matrices, w))
+    _refuse_unsatisfied(matrices, _satisfied(a, b, c)[1])
+    pad = [(0, 0)] * (a.ndim - 1) + [(0, (1 << log_m) - matrices.rows)]
+    a = jnp.pad(a, pad)      # one at a time: four vectors live, not six
+    b = jnp.pad(b, pad)
+    c = jnp.pad(c, pad)
+    h = lap("ntt", _h_coefficients(a, b, c, domain or N.domain(log_m)))
+    del a, b, c              # not held through the MSMs: 3 vectors of the domain size
+    return h
+
+
+def _h_out_of_core(matrices: pce.Matrices, w, log_m: int, budget: int, lap):
+    """h (8, *batch, m − 1) in host memory, computed out of core within
+    ``budget`` device bytes per program: host a, b, c (8, *batch, m) from
+    ``pce.evaluate_host`` (checked in row blocks), then
+    ``h_coefficients_host`` (stages spmv, ntt)."""
+    a, b, c, first = lap("spmv", pce.evaluate_host(matrices, w, budget, length=1 << log_m,
+                                                   check=True))
+    _refuse_unsatisfied(matrices, first)
+    return lap("ntt", h_coefficients_host(a, b, c, log_m, budget))
 
 
 def prove_msms(pk: ProvingKey, w, h, num_inputs: int, positions: MSMPositions, r, s,

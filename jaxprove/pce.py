@@ -22,6 +22,15 @@ variables that have an entry in the matrix:
 * ``b_input_density`` (num_inputs,), ``b_aux_density`` (num_aux,): the
   variable appears in B.
 
+Out of core (the "16 GB mode"): ``to_host`` keeps the Matrices in host
+memory and ``evaluate_host`` computes the same a, b, c into host numpy
+arrays (8, *batch, length), one row block of one matrix on the device at a
+time (``ops.spmv.row_block``; blocks planned by ``plan_blocks`` within a
+byte budget, an estimate by ``block_bytes``), checking a∘b = c in row
+blocks (``first_bad_host``).  At 2^27 rows the matrices (~8 GiB) and a, b,
+c (3 × 4 GiB) never sit on the device: it holds w, its element-major copy
+(4 GiB each at batch 1) and one block (estimate).
+
 Persistence: one directory per cache key under a cache folder, holding the
 arrays (orbax-checkpoint) and ``meta.json`` (format, ``VERSION``, key, static
 counts, and each array's shape, dtype and content checksum).  Written under a
@@ -230,6 +239,138 @@ def is_satisfied(m: Matrices, w):
     ok = jnp.all(good, axis=-1)
     first = jnp.argmin(good, axis=-1).astype(jnp.int32)
     return ok, jnp.where(ok, jnp.int32(-1), first)
+
+
+# ---------------------------------------------------------------- out of core
+def to_host(m: Matrices) -> Matrices:
+    """m with every array in host memory (numpy): what ``evaluate_host``
+    streams to the device a row block at a time."""
+    return jax.device_get(m)
+
+
+def _next_cut(rb: spmv.RowBlocks, r0: int) -> int:
+    """The smallest cut after r0 (r0 < rows): the least x with snap(x) > r0."""
+    lo, hi = r0 + 1, rb.m.rows
+    while lo < hi:
+        mid = (lo + hi) // 2
+        lo, hi = (lo, mid) if rb.snap(mid) > r0 else (mid + 1, hi)
+    return lo
+
+
+def block_bytes(m: Matrices, rb: spmv.RowBlocks, batch: int, r0: int, r1: int) -> int:
+    """Estimated device bytes of evaluating rows [r0, r1) of one matrix
+    (``evaluate_host``): the element-major witness 32·B·num_vars and the
+    table, the matrix block, and the SpMV's output and working set
+    (``ops.spmv.working_bytes``)."""
+    total = 32 * batch * m.num_vars + int(m.coeffs.nbytes)
+    if r1 > r0:
+        total += spmv.block_nbytes(rb, r0, r1) + spmv.working_bytes(rb.m, batch,
+                                                                     rb.ranges(r0, r1))
+    return total
+
+
+def _plan(m: Matrices, rb: spmv.RowBlocks, batch: int, budget: int) -> list[tuple[int, int]]:
+    blocks, r0 = [], 0
+    while r0 < rb.m.rows:
+        lo, hi = r0, rb.m.rows           # the largest x whose cut's block fits the budget
+        while lo < hi:
+            mid = (lo + hi + 1) // 2
+            if block_bytes(m, rb, batch, r0, rb.snap(mid)) <= budget:
+                lo = mid
+            else:
+                hi = mid - 1
+        r1 = rb.snap(lo)
+        if r1 <= r0:
+            nxt = _next_cut(rb, r0)
+            raise ValueError(f"evaluate_host: the smallest row block of circuit {m.name!r} "
+                             f"(rows [{r0}, {nxt})) needs about "
+                             f"{block_bytes(m, rb, batch, r0, nxt)} device bytes, over the "
+                             f"budget of {budget}")
+        blocks.append((r0, r1))
+        r0 = r1
+    return blocks
+
+
+def plan_blocks(m: Matrices, batch: int, budget: int) -> list[list[tuple[int, int]]]:
+    """The row blocks [r0, r1) of A, B and C (three lists) that
+    ``evaluate_host`` evaluates for ``batch`` instances: greedily the
+    longest block from r0 whose ``block_bytes`` fit ``budget``, cut where no
+    overflow chunk of the matrix straddles the cut (``ops.spmv.RowBlocks``;
+    each matrix has its own cuts).  ValueError when a smallest block does
+    not fit."""
+    return [_plan(m, spmv.RowBlocks(x), batch, budget) for x in (m.a, m.b, m.c)]
+
+
+@aot.program
+def _spmv_block(x: spmv.BlockedCSR, coeffs, wt):
+    """One row block of one matrix: (8, B, rows) from wt (num_vars, B, 8)."""
+    return spmv.spmv(x, coeffs, wt)
+
+
+@aot.program
+def _first_bad(a, b, c):
+    """Per instance the first row of the block with a·b != c (int32 (B,),
+    rows where there is none); a, b, c (8, B, rows)."""
+    good = Fr.eq(Fr.mul(a, b), c)                                       # (B, rows)
+    first = jnp.argmin(good, axis=-1).astype(jnp.int32)
+    return jnp.where(jnp.all(good, axis=-1), jnp.int32(a.shape[-1]), first)
+
+
+def first_bad_host(a: np.ndarray, b: np.ndarray, c: np.ndarray, rows: int,
+                   budget: int) -> np.ndarray:
+    """As ``is_satisfied``'s first_bad over host a, b, c (8, B, ≥ rows):
+    the first of rows [0, rows) with a·b != c per instance (int (B,), −1
+    where satisfied).  Blocks of C rows (the last one overlapping its
+    predecessor: one program), 5 vectors' worth (a, b, c, a·b, the
+    comparison) of 32·B·C bytes within ``budget``."""
+    B = a.shape[1]
+    C = min(rows, budget // (5 * 32 * B))
+    if rows and C < 1:
+        raise ValueError(f"evaluate_host: the satisfaction check needs {5 * 32 * B} device "
+                         f"bytes per row, over the budget of {budget}")
+    first = np.full(B, -1, np.int64)
+    for r0 in range(0, rows, max(C, 1)):
+        s = min(r0, rows - C)
+        bad = np.asarray(_first_bad(*(jnp.asarray(x[:, :, s:s + C]) for x in (a, b, c))))
+        new = (first < 0) & (bad < C)
+        first[new] = s + bad[new]
+    return first
+
+
+def evaluate_host(m: Matrices, w, budget: int, *, length: int | None = None,
+                  check: bool = False):
+    """``evaluate`` out of core: m's arrays in host memory (``to_host``; device
+    arrays work too), w (8, *batch, num_vars) on the device -> host numpy
+    (a, b, c), each uint32 (8, *batch, length) (length ≥ rows, default
+    rows; rows [rows, length) zero: the domain padding), equal bit for bit.
+
+    Each matrix is evaluated in row blocks (``plan_blocks``): the block's
+    rows (ELL rows, its long rows' pieces and overflow chunks,
+    ``ops.spmv.row_block``) go to the device, one program computes them,
+    and the result comes back.  Device bytes beyond w: at most ``budget``
+    by the estimate ``block_bytes`` (the element-major witness and the
+    table stay for the whole evaluation).  With ``check``, also the first
+    row with a·b != c per instance (int (*batch,), −1 where satisfied, as
+    ``is_satisfied``; ``first_bad_host``)."""
+    _check_witness(m, w)
+    batch = w.shape[1:-1]
+    B = math.prod(batch)
+    length = m.rows if length is None else length
+    if length < m.rows:
+        raise ValueError(f"evaluate_host: length {length} < {m.rows} rows")
+    rbs = [spmv.RowBlocks(x) for x in (m.a, m.b, m.c)]
+    plans = [_plan(m, rb, B, budget) for rb in rbs]
+    wt = spmv.element_major(w.reshape(Fr.L, B, m.num_vars))
+    coeffs = jnp.asarray(m.coeffs)
+    outs = [np.zeros((Fr.L, B, length), np.uint32) for _ in range(3)]
+    for out, rb, blocks in zip(outs, rbs, plans):
+        for r0, r1 in blocks:
+            x = jax.tree.map(jnp.asarray, spmv.row_block(rb, r0, r1))
+            out[:, :, r0:r1] = np.asarray(_spmv_block(x, coeffs, wt))
+    del wt
+    first = first_bad_host(*outs, m.rows, budget) if check else None
+    outs = tuple(x.reshape((Fr.L,) + batch + (length,)) for x in outs)
+    return outs + (first.reshape(batch),) if check else outs
 
 
 # ---------------------------------------------------------------- persistence

@@ -70,6 +70,14 @@ result.  Since Montgomery form is linear (x ↦ x·R mod r), sums of
 Montgomery limbs are the Montgomery form of the sum, so no conversion is
 needed anywhere.
 
+Row blocks (out of core, ``RowBlocks``, ``row_block``): rows [r0, r1) of
+a BlockedCSR are again a BlockedCSR (its ELL rows, its long rows and
+their pieces, the chunks over its overflow rows, indices rebased), so
+``spmv`` of the block is rows [r0, r1) of ``spmv`` of the whole, provided
+no overflow chunk straddles r0 or r1 (a cut lies where a chunk starts a
+row afresh; chunks span at most ``block_rows`` overflow rows, so cuts are
+about a chunk apart).  A block needs only its own arrays on the device.
+
 Memory (B instances, rows, n variables, K = Kp + Kg, P pieces, Q = Qp +
 Qg): the matrix holds 4·(K + 1)·rows + 4·(Q + 1)·P bytes of fixed-width
 rows plus 8 bytes per chunk entry (plus slack); an evaluation holds the
@@ -668,3 +676,131 @@ def spmv(m: BlockedCSR, coeffs, wt, *, chunk_slots: int = ELL_CHUNK_SLOTS,
         out = at.set(Fr.add(at.get(indices_are_sorted=True, unique_indices=True), rest),
                      indices_are_sorted=True, unique_indices=True)
     return out
+
+
+# ---------------------------------------------------------------- row blocks (out of core)
+class RowBlocks:
+    """Where a ``BlockedCSR`` may be cut into row blocks, and what a block
+    holds (host numpy, computed once per matrix).
+
+    A row block [r0, r1) is evaluated on its own (``row_block``) when no
+    overflow chunk straddles a cut: the chunks of the block are then a
+    contiguous run, the first one not continuing a row.  The overflow rows
+    are the matrix rows (ELL widths (0, 0)) or the long rows; the valid
+    overflow cuts are ``starts`` = {row0[q] : not cont[q]} ∪ {overflow_rows}
+    (every overflow row when there are no chunks).  In the ELL layout a
+    matrix row r maps to the overflow row i(r) = #{long rows < r}, and
+    ``piece0[i]`` is the first piece of long row i (pieces follow their
+    long rows in order)."""
+
+    def __init__(self, m: BlockedCSR):
+        self.m = m
+        self.ell = m.ell_width != (0, 0)
+        self.long_rows = np.asarray(m.long_rows, np.int64)
+        row0, cont = np.asarray(m.row0, np.int64), np.asarray(m.cont, bool)
+        self.row0 = row0
+        self.starts = (np.unique(np.append(row0[~cont], m.overflow_rows)) if m.chunks
+                       else None)
+        self.piece0 = self._piece0() if self.ell else None
+
+    def _piece0(self) -> np.ndarray:
+        """First piece of each long row (long rows + 1,), the last = pieces."""
+        m, n_long = self.m, self.long_rows.shape[0]
+        if not m.chunks:                                     # piece i is long row i
+            return np.arange(n_long + 1)
+        cols = np.asarray(m.cols)
+        keep = cols < m.pieces
+        owner = np.zeros(m.pieces, np.int64)
+        owner[cols[keep]] = (self.row0[:, None] + np.asarray(m.seg) % m.block_rows)[keep]
+        return np.searchsorted(owner, np.arange(n_long + 1))
+
+    def _overflow(self, r: int) -> int:
+        return int(np.searchsorted(self.long_rows, r)) if self.ell else r
+
+    def snap(self, r: int) -> int:
+        """The largest valid cut ≤ r (0 ≤ r ≤ rows)."""
+        i = self._overflow(r)
+        if self.starts is None:
+            return r
+        v = int(self.starts[np.searchsorted(self.starts, i, "right") - 1])    # starts[0] = 0
+        if v == i:
+            return r
+        return int(self.long_rows[v]) if self.ell else v    # the last row r' with i(r') = v
+
+    def ranges(self, r0: int, r1: int) -> dict:
+        """Per leading axis of the arrays, the slice block [r0, r1) takes:
+        "rows" (ELL arrays), "long" (long_rows), "pieces", "chunks"."""
+        i0, i1 = self._overflow(r0), self._overflow(r1)
+        q0, q1 = np.searchsorted(self.row0, [i0, i1]) if self.m.chunks else (0, 0)
+        p = self.piece0[[i0, i1]] if self.ell else (0, 0)
+        return {"rows": (r0, r1), "long": (i0, i1) if self.ell else (0, 0),
+                "pieces": (int(p[0]), int(p[1])), "chunks": (int(q0), int(q1))}
+
+
+_AXIS = {f: "chunks" for f in ("cols", "seg", "gen_cols", "gen_seg", "gen_coeff", "row0",
+                               "last", "cont")}
+_AXIS.update({f: "rows" for f in ("ell_cols", "ell_neg", "ell_gen_cols", "ell_gen_coeff")})
+_AXIS.update({f: "pieces" for f in ("piece_cols", "piece_neg", "piece_gen_cols",
+                                    "piece_gen_coeff")})
+_AXIS["long_rows"] = "long"
+
+
+def block_nbytes(rb: RowBlocks, r0: int, r1: int) -> int:
+    """Bytes of the arrays of ``row_block(rb, r0, r1)``, without building it."""
+    rg = rb.ranges(r0, r1)
+    total = 0
+    for f in DATA_FIELDS:
+        x = getattr(rb.m, f)
+        if x.shape[0]:                                     # (0,) arrays stay empty
+            lo, hi = rg[_AXIS[f]]
+            total += (hi - lo) * x.dtype.itemsize * math.prod(x.shape[1:])
+    return total
+
+
+def row_block(rb: RowBlocks, r0: int, r1: int) -> BlockedCSR:
+    """Rows [r0, r1) of rb.m as a BlockedCSR of r1 − r0 rows over the same
+    columns (valid cuts: ``RowBlocks.snap``), host numpy: the ELL rows,
+    the block's long rows (− r0), their pieces, and the chunks of its
+    overflow rows (row0 − i(r0); in the ELL layout the piece columns
+    − piece0, padding columns stay out of range).  ``spmv`` of it equals
+    rows [r0, r1) of ``spmv`` of the whole.  nnz is not recounted (−1)."""
+    m, rg = rb.m, rb.ranges(r0, r1)
+    out = {}
+    for f in DATA_FIELDS:
+        lo, hi = rg[_AXIS[f]]
+        out[f] = np.asarray(getattr(m, f)[lo:hi])          # (0,) arrays stay empty
+    out["long_rows"] = (out["long_rows"] - r0).astype(np.int32)
+    out["row0"] = (out["row0"] - rb._overflow(r0)).astype(np.int32)
+    if rb.ell and m.chunks:
+        p0 = rg["pieces"][0]
+        for f in ("cols", "gen_cols"):
+            out[f] = np.where(out[f] < m.pieces, out[f] - p0, out[f]).astype(np.int32)
+    return BlockedCSR(**out, rows=r1 - r0, num_cols=m.num_cols, nnz=-1,
+                      block_rows=m.block_rows)
+
+
+def working_bytes(m: BlockedCSR, batch: int, ranges: dict | None = None,
+                  chunk_slots: int = ELL_CHUNK_SLOTS) -> int:
+    """Estimated device bytes of ``spmv`` of m (or of its row block with
+    ``RowBlocks.ranges`` ``ranges``) beyond the matrix, the table and the
+    witness, for ``batch`` instances (module docstring, "Memory"): the
+    output and its update 64·B·rows, per ELL row chunk 32·B·C·(2K + 1) +
+    32·C·Kg, the piece sums 128·B·P with their own row chunks, per overflow
+    chunk 96·B·(E + G) + 384·B·R and the chunk output 32·B·(overflow rows + R)."""
+    def size(axis, whole):
+        return whole if ranges is None else ranges[axis][1] - ranges[axis][0]
+
+    def ell(rows, kp, kg):
+        if not rows or not kp + kg:
+            return 0
+        C = ell_row_chunks(rows, (kp + kg) * batch, chunk_slots)[0]
+        return 32 * batch * C * (2 * (kp + kg) + 1) + 32 * C * kg
+
+    rows, pieces = size("rows", m.rows), size("pieces", m.pieces)
+    over = rows if m.ell_width == (0, 0) else size("long", m.overflow_rows)
+    total = 64 * batch * rows + ell(rows, *m.ell_width)
+    total += 128 * batch * pieces + ell(pieces, *m.piece_width)
+    if size("chunks", m.chunks):
+        total += 96 * batch * (m.slots + m.gen_slots) + 384 * batch * m.block_rows \
+            + 32 * batch * (over + m.block_rows)
+    return total

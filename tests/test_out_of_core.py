@@ -1,0 +1,107 @@
+"""The out-of-core ("16 GB") prover on tiny circuits, CPU: ``pce.evaluate_host``
+(matrices in host memory, row blocks within a byte budget) against
+``pce.evaluate`` and ``pce.is_satisfied``, in both BlockedCSR layouts and
+budgets forcing many blocks; ``prove(..., out_of_core_budget=)`` against the
+in-core proof (same key, MSM configuration and seed: bit for bit) and
+``verify``; an unsatisfied witness refused as in core."""
+from __future__ import annotations
+
+import random
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from circuits import cs as C
+from jaxprove import groth16 as G
+from jaxprove import pce
+from ops import msm as M
+from ops import spmv
+from ops.curve import G2
+from ops.field import Fr
+from test_groth16 import BATCH, K, cubic
+from test_pce import SMALL, random_r1cs, random_witnesses, to_device
+
+# chunks of at most 2 overflow rows: cuts every few rows
+LAYOUTS = {"ell": dict(SMALL, block_rows=2), "chunks": dict(SMALL, ell_width=(0, 0), block_rows=2)}
+
+
+@pytest.fixture(scope="module")
+def random_circuit():
+    r1cs = random_r1cs(1, num_aux=20, num_constraints=20)
+    ws = random_witnesses(random.Random(2), 2, r1cs.num_inputs + r1cs.num_aux)
+    return r1cs, to_device(ws, (2,))
+
+
+@pytest.mark.parametrize("layout,budget", [("ell", 10**9), ("ell", 40000), ("chunks", 12000)])
+def test_evaluate_host_equals_evaluate(random_circuit, layout, budget):
+    r1cs, w = random_circuit
+    m = pce.extract(r1cs, **LAYOUTS[layout])
+    host = pce.to_host(m)
+    assert isinstance(host.a.cols, np.ndarray)
+    plans = pce.plan_blocks(host, 2, budget)
+    assert sum(len(p) for p in plans) >= (3 if budget > 10**6 else 6)
+    for rb, plan in zip([spmv.RowBlocks(x) for x in (host.a, host.b, host.c)], plans):
+        assert [r for r, _ in plan[1:]] == [r for _, r in plan[:-1]] and plan[-1][1] == m.rows
+        assert all(pce.block_bytes(host, rb, 2, r0, r1) <= budget for r0, r1 in plan)
+    length = 1 << G.domain_log(m.rows)
+    *got, first = pce.evaluate_host(host, w, budget, length=length, check=True)
+    for x, y in zip(got, pce.evaluate(m, w)):
+        assert x.shape == (8, 2, length) and isinstance(x, np.ndarray)
+        assert np.array_equal(x[..., :m.rows], np.asarray(y)) and not x[..., m.rows:].any()
+    assert np.array_equal(first, np.asarray(pce.is_satisfied(m, w)[1]))
+
+
+def test_evaluate_host_budget_too_small(random_circuit):
+    r1cs, w = random_circuit
+    host = pce.to_host(pce.extract(r1cs, **LAYOUTS["ell"]))
+    with pytest.raises(ValueError, match=r"smallest row block .* over the budget of 5000"):
+        pce.evaluate_host(host, w, 5000)
+    with pytest.raises(ValueError, match="length"):
+        pce.evaluate_host(host, w, 10**9, length=host.rows - 1)
+
+
+@pytest.fixture(scope="module")
+def cubic_circuit():
+    rng = random.Random(3)
+    xs = [[rng.randrange(Fr.p) for _ in range(K)] for _ in range(BATCH)]
+    bits = np.array([[1, 0, 1], [1, 1, 0]], np.uint32)
+    r1cs = C.record(cubic, name="cubic")
+    w = C.witness(cubic, (jnp.asarray(Fr.from_int(xs)), jnp.asarray(bits)), in_axes=(1, 0))
+    pk, vk = G.setup(r1cs, seed=1)
+    ys = [[(x ** 3 + x) % Fr.p for x in row] for row in xs]
+    return pce.extract(r1cs), w, G.ProvingKey(*(np.asarray(x) for x in pk)), vk, ys
+
+
+def test_prove_out_of_core_equals_in_core(cubic_circuit):
+    m, w, host_pk, vk, ys = cubic_circuit
+    small = dict(window=4, lanes=8, small_lanes=4, min_steps=4)
+    budget = M.working_set_bytes(G2, 8, 2, 4, M.MSMConfig(**small))
+    cfg = M.MSMConfig(**small, budget_bytes=budget)
+    want, _ = G.prove(host_pk, m, w, seed=5, msm_config=cfg)
+    host = pce.to_host(m)
+    assert all(len(p) > 1 for p in pce.plan_blocks(host, BATCH, 8000))
+    # SpMV and NTT in small blocks, the MSMs within the configured budget
+    got, times = G.prove(host_pk, host, w, seed=5, msm_config=cfg, out_of_core_budget=8000)
+    # one budget for everything: the MSMs take it
+    got2, times2 = G.prove(host_pk, host, w, seed=5, msm_config=M.MSMConfig(**small),
+                           out_of_core_budget=budget)
+    for proof in (got, got2):
+        for x, y in zip(jax.tree.leaves(proof), jax.tree.leaves(want)):
+            assert np.array_equal(np.asarray(x), np.asarray(y))
+    assert np.all(np.asarray(G.verify(vk, ys, got)))
+    stages = {"spmv", "ntt", "msm_a", "msm_b_g1", "msm_b_g2", "msm_l", "msm_h", "combine",
+              "total"}
+    assert set(times) == set(times2) == stages
+
+
+def test_prove_out_of_core_refuses_unsatisfied(cubic_circuit):
+    m, w, host_pk, *_ = cubic_circuit
+    bad = w.at[:, 1, -1].set(jnp.asarray(Fr.from_int([7]))[:, 0])   # instance 1, last aux
+    with pytest.raises(ValueError, match="first failing row") as in_core:
+        G.prove(host_pk, m, bad, seed=5)
+    with pytest.raises(ValueError, match="first failing row") as out:
+        G.prove(host_pk, pce.to_host(m), bad, seed=5, out_of_core_budget=8000)
+    assert str(out.value) == str(in_core.value)
+    assert "[(1, " in str(out.value)

@@ -494,6 +494,7 @@ def prove(pk: ProvingKey, matrices: pce.Matrices, w, seed: int | None = None,
             msm_config = dataclasses.replace(msm_config or M.default_config(),
                                              budget_bytes=out_of_core_budget)
     r, s = _blinding(batch, seed)
+
     def between_chunks(stage):
         nonlocal paused, held
         start = time.perf_counter()

@@ -334,11 +334,11 @@ def test_an_msm_out_of_device_memory_runs_again_within_half_the_budget(circuit, 
     real, seen = M.msm, []
 
     def flaky(fail_above, message="RESOURCE_EXHAUSTED: Out of memory while trying to allocate"):
-        def msm(curve, bases, scalars, config=None):          # every MSM's dense part
+        def msm(curve, bases, scalars, config=None, on_chunk=None):   # every dense part
             seen.append(config.budget_bytes)
             if config.budget_bytes > fail_above:
                 raise jax.errors.JaxRuntimeError(message)
-            return real(curve, bases, scalars, config)
+            return real(curve, bases, scalars, config, on_chunk)
         return msm
 
     monkeypatch.setattr(M, "msm", flaky(budget // 2))

@@ -335,6 +335,8 @@ def test_an_msm_out_of_device_memory_runs_again_within_half_the_budget(circuit, 
 
     def flaky(fail_above, message="RESOURCE_EXHAUSTED: Out of memory while trying to allocate"):
         def msm(curve, bases, scalars, config=None, on_chunk=None):   # every dense part
+            if config is None or config.budget_bytes is None:          # (the verifier's)
+                return real(curve, bases, scalars, config, on_chunk)
             seen.append(config.budget_bytes)
             if config.budget_bytes > fail_above:
                 raise jax.errors.JaxRuntimeError(message)
@@ -344,7 +346,9 @@ def test_an_msm_out_of_device_memory_runs_again_within_half_the_budget(circuit, 
     monkeypatch.setattr(M, "msm", flaky(budget // 2))
     got, times = G.prove(pk, m, w, seed=6, msm_config=cfg)
     assert all(np.array_equal(np.asarray(x), np.asarray(y)) for x, y in zip(got, want))
-    assert seen == [budget, budget // 2] * 5                  # each of the five MSMs, once again
+    # each of the five MSMs failed once within the budget, then ran within half of it
+    # (msm may call itself on a split part: more calls at the half budget)
+    assert seen.count(budget) == 5 and set(seen) == {budget, budget // 2}
     assert np.all(np.asarray(G.verify(vk, ys, got)))
     for fn, match in ((flaky(budget // 8), "RESOURCE_EXHAUSTED"),     # 2 retries: budget / 4
                       (flaky(0, "INTERNAL: something else"), "INTERNAL")):
@@ -378,6 +382,6 @@ def test_on_stage_is_also_called_between_msm_chunks(circuit):
     assert all(np.array_equal(np.asarray(x), np.asarray(y)) for x, y in zip(got, want))
     stages = ["spmv", "ntt", "msm_a", "msm_b_g1", "msm_b_g2", "msm_l", "msm_h", "combine"]
     assert [c for i, c in enumerate(calls) if c != calls[i - 1] or i == 0] == stages
-    assert len(calls) > len(stages) and calls.count("msm_h") > 1      # chunk points
+    assert len(calls) > len(stages) and calls.count("msm_b_g2") > 1   # chunk points (G2's)
     assert times["paused"] >= 0.02 * len(calls)
     assert sum(times[s] for s in stages) <= times["total"] + 1e-6

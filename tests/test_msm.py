@@ -205,10 +205,10 @@ def split_spy(monkeypatch):
     calls = []
     real = M._split_sum
 
-    def spy(curve, bb, bits, db, ds, cfg):
+    def spy(curve, bb, bits, db, ds, cfg, on_chunk=None):
         calls.append((None if bits is None else int(jnp.sum(bits)),
                       None if ds is None else ds.shape[-1]))
-        return real(curve, bb, bits, db, ds, cfg)
+        return real(curve, bb, bits, db, ds, cfg, on_chunk)
 
     monkeypatch.setattr(M, "_split_sum", spy)
     return calls

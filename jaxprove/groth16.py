@@ -336,7 +336,6 @@ def h_coefficients_host(a: np.ndarray, b: np.ndarray, c: np.ndarray, log_m: int,
     tabs = FS.tables(log_m)
     dom = {"col": N.domain(log_n1, cosets=False), "row": N.domain(log_m - log_n1, cosets=False)}
     log_len = {"col": log_n1, "row": log_m - log_n1}
-    count = {"col": n2, "row": n1}
 
     def chunk(axis, vectors):
         return FS.chunk_lines(log_len[axis], vectors, batch, log_m, log_n1, budget)
@@ -369,14 +368,6 @@ def _quotient_columns(q0, a, b, c, tabs, dom, *, log_m):
     t = _over_z(ea, eb, ec, 1 << log_m)
     t = FS.apply_stage(t, q0, FS.Stage(True, twiddle=True), tabs, dom, log_m)
     return (FS.from_lines(t, "col"),)
-
-
-@aot.program
-def _satisfied(a, b, c):
-    """Per instance: (a∘b == c on every row, first failing row or −1)."""
-    good = Fr.eq(Fr.mul(a, b), c)
-    ok = jnp.all(good, axis=-1)
-    return ok, jnp.where(ok, -1, jnp.argmin(good, axis=-1))
 
 
 def _blinding(shape, seed):
@@ -523,7 +514,7 @@ def _h_in_core(matrices: pce.Matrices, w, log_m: int, domain: N.Domain | None, l
     """h (8, *batch, m − 1) on the device: a, b, c on the device, checked,
     padded to m, then ``_h_coefficients`` (stages spmv, ntt)."""
     a, b, c = lap("spmv", pce.evaluate(matrices, w))
-    _refuse_unsatisfied(matrices, _satisfied(a, b, c)[1])
+    _refuse_unsatisfied(matrices, pce.satisfied(a, b, c)[1])
     pad = [(0, 0)] * (a.ndim - 1) + [(0, (1 << log_m) - matrices.rows)]
     a = jnp.pad(a, pad)      # one at a time: four vectors live, not six
     b = jnp.pad(b, pad)

@@ -229,16 +229,23 @@ def evaluate(m: Matrices, w):
                  for x in (m.a, m.b, m.c))
 
 
-@aot.program
-def is_satisfied(m: Matrices, w):
-    """Per instance: (ok, first_bad) where ok = (a∘b == c on every row) as bool
-    (*batch,), and first_bad is the first row with a·b != c (int32 (*batch,),
-    −1 where satisfied)."""
-    a, b, c = evaluate(m, w)
+def rows_satisfied(a, b, c):
+    """Per instance of a, b, c ``(8, *batch, rows)``: (ok, first_bad) where ok
+    = (a∘b == c on every row) as bool (*batch,), and first_bad is the first
+    row with a·b != c (int32 (*batch,), −1 where satisfied)."""
     good = Fr.eq(Fr.mul(a, b), c)                        # (*batch, rows)
     ok = jnp.all(good, axis=-1)
     first = jnp.argmin(good, axis=-1).astype(jnp.int32)
     return ok, jnp.where(ok, jnp.int32(-1), first)
+
+
+satisfied = aot.program(rows_satisfied)                 # on a, b, c already evaluated
+
+
+@aot.program
+def is_satisfied(m: Matrices, w):
+    """``rows_satisfied`` of the circuit's a, b, c = A·w, B·w, C·w."""
+    return rows_satisfied(*evaluate(m, w))
 
 
 # ---------------------------------------------------------------- out of core
@@ -307,15 +314,6 @@ def _spmv_block(x: spmv.BlockedCSR, coeffs, wt):
     return spmv.spmv(x, coeffs, wt)
 
 
-@aot.program
-def _first_bad(a, b, c):
-    """Per instance the first row of the block with a·b != c (int32 (B,),
-    rows where there is none); a, b, c (8, B, rows)."""
-    good = Fr.eq(Fr.mul(a, b), c)                                       # (B, rows)
-    first = jnp.argmin(good, axis=-1).astype(jnp.int32)
-    return jnp.where(jnp.all(good, axis=-1), jnp.int32(a.shape[-1]), first)
-
-
 def first_bad_host(a: np.ndarray, b: np.ndarray, c: np.ndarray, rows: int,
                    budget: int) -> np.ndarray:
     """As ``is_satisfied``'s first_bad over host a, b, c (8, B, ≥ rows):
@@ -331,8 +329,8 @@ def first_bad_host(a: np.ndarray, b: np.ndarray, c: np.ndarray, rows: int,
     first = np.full(B, -1, np.int64)
     for r0 in range(0, rows, max(C, 1)):
         s = min(r0, rows - C)
-        bad = np.asarray(_first_bad(*(jnp.asarray(x[:, :, s:s + C]) for x in (a, b, c))))
-        new = (first < 0) & (bad < C)
+        bad = np.asarray(satisfied(*(jnp.asarray(x[:, :, s:s + C]) for x in (a, b, c)))[1])
+        new = (first < 0) & (bad >= 0)
         first[new] = s + bad[new]
     return first
 

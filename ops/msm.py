@@ -817,14 +817,14 @@ def _auto_split(curve: Curve, bases, s, cfg: MSMConfig, on_chunk=None):
 
 
 def msm_split(curve: Curve, bases, scalars, bit_positions, config: MSMConfig | None = None,
-              dense_size: int | None = None, on_chunk=None):
+              on_chunk=None):
     """Σ_i s_i·P_i where the scalars at ``bit_positions`` (host int array,
     the same for every vector, or a resident ``Positions``) are known to be 0 or 1 (e.g. a circuit's
     boolean-constrained variables in a satisfying witness): those positions
     are summed by ``bits_sum`` (padded to a power of two) and only the others
-    go through ``msm`` at their own, smaller size (padded to ``dense_size``
-    if given, so several MSMs can share one compiled program; ``msm`` may
-    split that part again by counting).  ``bases`` may be ``SplitBases``
+    go through ``msm`` at their own, smaller size (``msm`` may split that
+    part again by counting; ``split_bases`` pads a key's dense parts to a
+    shared size once).  ``bases`` may be ``SplitBases``
     (then ``bit_positions`` must be the ``Positions`` they were split by).
     Shapes and ``on_chunk`` as ``msm``."""
     cfg = config or default_config()
@@ -832,7 +832,7 @@ def msm_split(curve: Curve, bases, scalars, bit_positions, config: MSMConfig | N
         n = bases.shape[-1]
         pos = bit_positions if isinstance(bit_positions, Positions) else \
             positions(n, bit_positions, device=False)
-        bases = split_bases(bases, pos, dense_size)
+        bases = split_bases(bases, pos)
         bit_positions = pos
     return _msm_presplit(curve, bases, scalars, bit_positions, cfg, on_chunk)
 

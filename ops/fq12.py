@@ -647,21 +647,27 @@ def product_rounds(formula, in_prefixes, out_prefixes, p: int, config: KernelCon
 
 def dispatch_rounds(formula, in_prefixes, out_prefixes, p: int, config: KernelConfig, kernel,
                     rounds: str = "cuda", name: str = "formula"):
-    """``formula`` as product rounds in a process with a CUDA backend
-    (rounds="cuda"; every product then picks its Pallas kernel or plain XLA
-    when lowered, and the big elementwise kernel is never traced) or always
-    (rounds="always"), else ``kernel`` (its elementwise kernel: on the CPU one
-    interpreter program, which XLA:CPU compiles much faster than the rounds'
-    array code); formulas that are not product rounds always use ``kernel``."""
+    """``formula`` as product rounds where the computation is lowered for
+    CUDA (rounds="cuda"; every product then picks its Pallas kernel) or
+    always (rounds="always"), else ``kernel`` (its elementwise kernel: on the
+    CPU one interpreter program, which XLA:CPU compiles and runs much faster
+    than the rounds' array code); formulas that are not product rounds always
+    use ``kernel``.  In a process without CUDA only ``kernel`` is traced; in
+    one with CUDA the choice is made per lowering platform
+    (``lax.platform_dependent``), so a computation placed on the host CPU of
+    a GPU machine (the engine's verification) runs the CPU form."""
     if rounds not in ("cuda", "always"):
         raise ValueError(f"rounds must be 'cuda' or 'always', got {rounds!r}")
     f = product_rounds(formula, in_prefixes, out_prefixes, p, config, name)
 
     def g(*args):
-        if not (rounds == "always" or _has_cuda() or config.debug):
+        forced = rounds == "always" or config.debug
+        if not (forced or _has_cuda()):
             return kernel(*args)
         try:
-            return f(*args)
+            if forced:
+                return f(*args)
+            return lax.platform_dependent(*args, default=kernel, cuda=f)
         except NotRoundFormula:
             return kernel(*args)
 

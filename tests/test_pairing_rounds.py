@@ -139,3 +139,29 @@ def test_pairing_as_rounds_matches_py_ecc():
     ok = pr.pairing_product_is_one([g1(a, a), g1(-a * b, -a * b), g1(1, 1), g1(0, 3)],
                                    [g2(b, b), g2(1, 1), g2(0, 0), g2(7, 7)], rounds="always")
     assert [bool(v) for v in ok] == [True, False]
+
+
+def test_dispatch_is_chosen_per_lowering_platform(monkeypatch):
+    """On a machine with CUDA, a formula computed on the host CPU (the
+    engine's verification) must run the CPU form, not the rounds: the choice
+    follows the platform the computation is lowered for, not whether the
+    process has a GPU (session 12: the CPU verification ran the rounds' array
+    code on the H200's host, 2.6 s per proof).  Here the rounds and the kernel
+    are told apart by giving the kernel a different result."""
+    import jax
+
+    from ops import fq12 as F
+    formula = lambda ar, x, y: ar.mul(x, y)                          # noqa: E731
+    rng = random.Random(9)
+    x, y = (jnp.asarray(Fq.from_int([rng.randrange(P) for _ in range(2)])) for _ in range(2))
+    marker = lambda x, y: x                                           # noqa: E731: "the kernel"
+    g = F.dispatch_rounds(formula, [(12,)] * 2, [(12,)], P_FQ, Fq12.config, marker)
+    monkeypatch.setattr(F, "_has_cuda", lambda: True)                 # "a GPU machine"
+    cpu = jax.devices("cpu")[0]
+    with jax.default_device(cpu):
+        got = jax.jit(g)(jax.device_put(x, cpu), jax.device_put(y, cpu))
+    assert np.array_equal(np.asarray(got), np.asarray(x))             # the kernel ran
+    forced = F.dispatch_rounds(formula, [(12,)] * 2, [(12,)], P_FQ, Fq12.config, marker,
+                               rounds="always")
+    want = [a * b % P for a, b in zip(Fq.to_int(x), Fq.to_int(y))]
+    assert [int(v) for v in Fq.to_int(forced(x, y))] == want          # the rounds ran

@@ -10,7 +10,7 @@ import pytest
 HERE = os.path.join(os.path.dirname(__file__), "..", "bench", "device")
 
 
-@pytest.mark.parametrize("script", ["fc32.sh", "poll.sh"])
+@pytest.mark.parametrize("script", ["fc32.sh", "poll.sh", "cache.sh"])
 def test_scripts_parse(script):
     assert subprocess.run(["bash", "-n", os.path.join(HERE, script)]).returncode == 0
 
@@ -29,8 +29,46 @@ def test_poll_reports_a_finished_run(tmp_path):
     (run / "pipe.log").write_text("[00:00:00] prove rc 0\n")
     (run / "prove.log").write_text("proof 1.0 s\n")
     (run / "done").write_text("")
-    env = {**os.environ, "RUN_DIR": str(run), "OUT": str(out)}
+    cache = tmp_path / "jc"
+    cache.mkdir()
+    (cache / "jit_f-1-cache").write_bytes(b"x" * 100)
+    env = {**os.environ, "RUN_DIR": str(run), "OUT": str(out), "JAXPROVE_CACHE": str(cache)}
     got = subprocess.run(["bash", os.path.join(HERE, "poll.sh"), "100"], env=env,
                          capture_output=True, text=True, timeout=20)
     assert got.returncode == 0 and "prove rc 0" in got.stdout and "DONE" in got.stdout
     assert "proof 1.0 s" in got.stdout and (out / "run.tgz").stat().st_size > 0
+    assert (out / "jc.tgz.00").stat().st_size > 0          # the cache, for the next session
+
+
+def _cache(env, *args, cwd=None):
+    return subprocess.run(["bash", os.path.join(HERE, "cache.sh"), *args], env=env, cwd=cwd,
+                          capture_output=True, text=True, timeout=60)
+
+
+def test_cache_round_trip_keeps_the_newest_within_the_limit(tmp_path):
+    """pack -> parts of at most 15 MB, newest entries first up to CACHE_MB;
+    unpack on the next machine restores them byte for byte."""
+    src, out, dst = tmp_path / "src", tmp_path / "out", tmp_path / "dst"
+    src.mkdir()
+    out.mkdir()
+    blobs = {f"jit_p{i}-{i}-cache": os.urandom(400_000) for i in range(6)}
+    for i, (name, data) in enumerate(blobs.items()):
+        (src / name).write_bytes(data)
+        os.utime(src / name, (1_000_000 + i, 1_000_000 + i))       # p5 is the newest
+    env = {**os.environ, "OUT": str(out), "JAXPROVE_CACHE": str(src), "CACHE_MB": "1"}
+    got = _cache(env, "pack")
+    assert got.returncode == 0, got.stderr
+    assert sorted(p.name for p in out.iterdir()) == ["jc.tgz.00"]
+    env = {**os.environ, "JAXPROVE_CACHE": str(dst), "CACHE_IN": str(out)}
+    got = _cache(env, "unpack")
+    assert got.returncode == 0 and "2 entries" in got.stdout, got.stdout + got.stderr
+    assert sorted(p.name for p in dst.iterdir()) == ["jit_p4-4-cache", "jit_p5-5-cache"]
+    for p in dst.iterdir():
+        assert p.read_bytes() == blobs[p.name]
+
+
+def test_cache_unpack_without_parts_and_bad_verb(tmp_path):
+    env = {**os.environ, "JAXPROVE_CACHE": str(tmp_path / "c"), "CACHE_IN": str(tmp_path / "no")}
+    got = _cache(env, "unpack")
+    assert got.returncode == 0 and "nothing carried" in got.stdout
+    assert _cache(env, "frobnicate").returncode == 2

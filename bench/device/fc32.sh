@@ -21,7 +21,9 @@
 # list (bash -c, in the repository, $R exported; output in beside.log / after.log).
 # Recorded in bench/results/README.md with each run's values.
 # Everything lands in $RUN_DIR (default /tmp/run); `done` marks the end.
-# bench/device/poll.sh reads it (and fails at once on a fresh machine).
+# bench/device/poll.sh reads it (and fails at once on a fresh machine); once it is done,
+# poll.sh packs the compilation cache into $OUT for the next session (bench/device/cache.sh:
+# call 1 names `.jc` in `carry`, and the pipeline starts by unpacking it).
 set -u
 R=${RUN_DIR:-/tmp/run}
 K=${KIND:-porep} Z=${SIZE:-32GiB} D=${CIRCUIT_DIR:-/tmp/fc32}   # SIZE: smaller, to try the script
@@ -29,6 +31,7 @@ mkdir -p "$R"
 export JAXPROVE_CACHE=${JAXPROVE_CACHE:-/tmp/jc} PYTHONUNBUFFERED=1 R
 say() { echo "[$(date +%T)] $*" >> "$R/pipe.log"; }
 say "start at ${JAXPROVE_COMMIT:-unknown commit}"
+say "$(bash "$(dirname "$0")/cache.sh" unpack 2>&1)"   # a carried cache (`carry: [".jc"]`), if any
 small() {   # kind:size ... one bench.filecoin process each (own peak), in turn
     for ks in "$@"; do
         XLA_PYTHON_CLIENT_PREALLOCATE=false timeout 600 python3 -m bench.filecoin --kinds "${ks%%:*}" \

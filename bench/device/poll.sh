@@ -18,5 +18,8 @@ done
 free -g | head -2
 nvidia-smi --query-gpu=memory.used --format=csv,noheader 2>/dev/null
 [ -n "${OUT:-}" ] && tar czf "$OUT/run.tgz" -C "$R" --exclude='*.npy' .
-[ -e "$R/done" ] && echo DONE
+if [ -e "$R/done" ]; then
+    [ -n "${OUT:-}" ] && bash "$(dirname "$0")/cache.sh" pack    # for the next session's carry
+    echo DONE
+fi
 exit 0

@@ -12,6 +12,7 @@ import threading
 import time
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
 
@@ -630,3 +631,73 @@ def test_urgent_job_overtakes_an_already_prepared_batch():
     assert all(_done(eng, j).status == "done" for j in (first, second, urgent))
     eng.shutdown()
     assert [b[1] for b in prover.batches] == [[1], [5], [2]]
+
+
+def _until(cond, what, timeout=20):
+    end = time.monotonic() + timeout
+    while not cond():
+        assert time.monotonic() < end, what
+        time.sleep(0.01)
+
+
+def test_waiting_batches_are_verified_together():
+    """Proved batches of one topology that wait for the finishing thread are
+    verified in one ``verify_group`` call (up to VERIFY_GROUP instances); a
+    proof that fails there fails its own job only; the group's verification
+    time is shared, not counted once per job."""
+    calls, gate = [], threading.Event()
+
+    class Grouping(ToyProver):
+        def verify_group(self, res, parts):
+            calls.append([len(pub) for pub, _ in parts])
+            if len(calls) == 1:
+                assert gate.wait(20)            # batches pile up behind the first check
+            time.sleep(0.2)
+            return [self.verify(res, pub, proof) for pub, proof in parts]
+
+    prover = Grouping(wrong={4})
+    eng = make_engine(prover).start()
+    first = eng.submit("porep", 1, {"values": [1]})
+    _until(lambda: calls, "the first verification did not start")
+    jobs = [eng.submit("porep", 1, {"values": [v]}) for v in (2, 3, 4, 5)]
+    _until(lambda: len(prover.batches) == 5, "the four batches were not proved")
+    gate.set()
+    results = {j: _done(eng, j) for j in [first] + jobs}
+    eng.shutdown()
+    assert calls == [[1], [1, 1, 1, 1]]                 # the four waiting batches in one call
+    assert [results[j].status for j in jobs] == ["done", "done", "failed", "done"]
+    assert "did not verify" in results[jobs[2]].error
+    grouped = sum(results[j].timings["verify"] for j in jobs)
+    assert 0.15 < grouped < 0.4                         # one 0.2 s call shared by four jobs
+    assert eng.status()["in_flight_batches"] == 0
+
+
+def test_groth16_prover_verify_group_pads_and_splits(monkeypatch):
+    """Groth16Prover.verify_group: the parts' instances concatenated, padded
+    to VERIFY_GROUP by repeating the first (one program for every group
+    size), one ``verify`` call, the answers split back per part."""
+    from jaxprove import groth16 as G
+    seen = []
+
+    def fake_verify(self, res, public, proof):
+        seen.append((list(public), np.asarray(proof.a)[0, 0].tolist()))
+        return [x[0] % 2 == 1 for x in public]          # "odd inputs verify"
+
+    monkeypatch.setattr(E.Groth16Prover, "verify", fake_verify)
+
+    def proof(vals):
+        a = np.zeros((2, 12, len(vals)), np.uint32)
+        a[0, 0] = vals
+        return G.Proof(jnp.asarray(a), jnp.zeros((2, 2, 12, len(vals)), jnp.uint32),
+                       jnp.asarray(a))
+
+    prover = E.Groth16Prover()
+    got = prover.verify_group(None, [([[3], [4]], proof([3, 4])), ([[5]], proof([5]))])
+    assert got == [[True, False], [True]]
+    assert seen[-1] == ([[3], [4], [5]] + [[3]] * (E.VERIFY_GROUP - 3),
+                        [3, 4, 5] + [3] * (E.VERIFY_GROUP - 3))
+    assert prover.verify_group(None, [([[7]], proof([7]))]) == [[True]]
+    assert seen[-1] == ([[7]], [7])                     # a single instance is checked alone
+    big = list(range(1, E.VERIFY_GROUP + 2))
+    prover.verify_group(None, [([[v] for v in big], proof(big))])
+    assert len(seen[-1][0]) == 2 * E.VERIFY_GROUP       # beyond the group: next power of two

@@ -1,0 +1,37 @@
+#!/bin/bash
+# Issue 7's engine benchmarks on the H200 as a detached pipeline (like fc32.sh: a device
+# call may run 10 minutes, this takes longer):
+#
+#   setsid bash bench/device/engine.sh </dev/null >/dev/null 2>&1 &   # call 1 (carry .jc)
+#   bash bench/device/poll.sh 540                                     # later calls
+#
+# 1. the carried compilation cache unpacked (bench/device/cache.sh);
+# 2. porep_shaped: $ROWS rows (default 4,000,000) x $PARTS partitions (10), 5 proofs:
+#    latency and steady-state throughput, keys resident;
+# 3. the same within a 16 GiB budget (streaming mode: the 16 GB-card path);
+# 4. mixed: PoRep-shaped jobs in flight while the real 32GiB WinningPoSt arrives every 5 s
+#    (its latency under load), under JAX_LOG_COMPILES=1 (hypothesis 26).
+# $STEPS picks and orders them (default "shaped budget mixed"); every record goes to
+# $R/engine.jsonl, each step's log to $R/<step>.log; `done` marks the end.
+set -u
+R=${RUN_DIR:-/tmp/run}
+mkdir -p "$R"
+export JAXPROVE_CACHE=${JAXPROVE_CACHE:-/tmp/jc} PYTHONUNBUFFERED=1 XLA_PYTHON_CLIENT_PREALLOCATE=false
+say() { echo "[$(date +%T)] $*" >> "$R/pipe.log"; }
+say "start at ${JAXPROVE_COMMIT:-unknown commit}"
+say "$(bash "$(dirname "$0")/cache.sh" unpack 2>&1)"
+ROWS=${ROWS:-4000000} PARTS=${PARTS:-10}
+E="python3 -m bench.engine --rows $ROWS --partitions $PARTS --cache --out $R/engine.jsonl"
+for step in ${STEPS:-shaped budget mixed}; do
+    case $step in
+    shaped) cmd="$E --case porep_shaped --proofs 5" ;;
+    budget) cmd="$E --case porep_shaped --proofs 5 --budget-gb 16" ;;
+    mixed)  cmd="env JAX_LOG_COMPILES=1 $E --case mixed --post real --post-size 32GiB \
+--window-every 0 --winning 6 --winning-every 5 --inflight 2" ;;
+    *) say "unknown step $step"; continue ;;
+    esac
+    say "$step: $cmd"
+    timeout ${STEP_TIMEOUT:-900} $cmd > "$R/$step.log" 2>&1
+    say "$step rc $?"
+done
+touch "$R/done"

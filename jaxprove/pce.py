@@ -26,10 +26,11 @@ Out of core (the "16 GB mode"): ``to_host`` keeps the Matrices in host
 memory and ``evaluate_host`` computes the same a, b, c into host numpy
 arrays (8, *batch, length), one row block of one matrix on the device at a
 time (``ops.spmv.row_block``; blocks planned by ``plan_blocks`` within a
-byte budget, an estimate by ``block_bytes``), checking a∘b = c in row
-blocks (``first_bad_host``).  At 2^27 rows the matrices (~8 GiB) and a, b,
-c (3 × 4 GiB) never sit on the device: it holds w, its element-major copy
-(4 GiB each at batch 1) and one block (estimate).
+byte budget, an estimate by ``block_bytes``, and padded to one shape per
+matrix so that one compiled program serves all of its blocks), checking
+a∘b = c in row blocks (``first_bad_host``).  At 2^27 rows the matrices
+(~8 GiB) and a, b, c (3 × 4 GiB) never sit on the device: it holds w, its
+element-major copy (4 GiB each at batch 1) and one block (estimate).
 
 Persistence: one directory per cache key under a cache folder, holding the
 arrays (orbax-checkpoint) and ``meta.json`` (format, ``VERSION``, key, static
@@ -51,6 +52,7 @@ import logging
 import math
 import os
 import re
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -255,57 +257,118 @@ def to_host(m: Matrices) -> Matrices:
     return jax.device_get(m)
 
 
-def _next_cut(rb: spmv.RowBlocks, r0: int) -> int:
-    """The smallest cut after r0 (r0 < rows): the least x with snap(x) > r0."""
-    lo, hi = r0 + 1, rb.m.rows
-    while lo < hi:
-        mid = (lo + hi) // 2
-        lo, hi = (lo, mid) if rb.snap(mid) > r0 else (mid + 1, hi)
-    return lo
+class Plan(NamedTuple):
+    """One matrix's row blocks [r0, r1) (consecutive, from 0 to rows) and
+    the ``ops.spmv.BlockShape`` every block is padded to: one program."""
+    blocks: list[tuple[int, int]]
+    shape: spmv.BlockShape
 
 
-def block_bytes(m: Matrices, rb: spmv.RowBlocks, batch: int, r0: int, r1: int) -> int:
-    """Estimated device bytes of evaluating rows [r0, r1) of one matrix
-    (``evaluate_host``): the element-major witness 32·B·num_vars and the
-    table, the matrix block, and the SpMV's output and working set
+def block_bytes(m: Matrices, x: spmv.BlockedCSR, batch: int, shape: spmv.BlockShape) -> int:
+    """Estimated device bytes of evaluating a row block of the matrix x
+    padded to ``shape`` (``evaluate_host``): the element-major witness
+    32·B·num_vars and the table, the block's arrays
+    (``ops.spmv.block_nbytes``), and the SpMV's output and working set
     (``ops.spmv.working_bytes``)."""
-    total = 32 * batch * m.num_vars + int(m.coeffs.nbytes)
-    if r1 > r0:
-        total += spmv.block_nbytes(rb, r0, r1) + spmv.working_bytes(rb.m, batch,
-                                                                     rb.ranges(r0, r1))
-    return total
+    return (32 * batch * m.num_vars + int(m.coeffs.nbytes) + spmv.block_nbytes(x, shape)
+            + spmv.working_bytes(x, batch, shape))
 
 
-def _plan(m: Matrices, rb: spmv.RowBlocks, batch: int, budget: int) -> list[tuple[int, int]]:
-    blocks, r0 = [], 0
-    while r0 < rb.m.rows:
-        lo, hi = r0, rb.m.rows           # the largest x whose cut's block fits the budget
+def _caps(low: spmv.BlockShape, whole: spmv.BlockShape, t: int, rows: int) -> spmv.BlockShape:
+    """Per axis max(low, ⌈t·whole/rows⌉): the sizes of a t-row share of
+    a matrix, at least those of its largest atom (0 ≤ t ≤ rows)."""
+    return spmv.BlockShape(*(max(lo, -(-t * w // rows)) for lo, w in zip(low, whole)))
+
+
+def _greedy(rb: spmv.RowBlocks, caps: spmv.BlockShape) -> list[tuple[int, int]]:
+    """From r0 = 0, each block the longest [r0, r1) cut where no chunk
+    straddles (``snap``) whose sizes (``RowBlocks.counts``, monotone in
+    r1) are all within ``caps``; caps ≥ ``RowBlocks.smallest`` always
+    reach the next cut."""
+    blocks, r0, rows = [], 0, rb.m.rows
+    while r0 < rows:
+        lo, hi = r0, rows
         while lo < hi:
             mid = (lo + hi + 1) // 2
-            if block_bytes(m, rb, batch, r0, rb.snap(mid)) <= budget:
+            if all(c <= k for c, k in zip(rb.counts(r0, rb.snap(mid)), caps)):
                 lo = mid
             else:
                 hi = mid - 1
-        r1 = rb.snap(lo)
-        if r1 <= r0:
-            nxt = _next_cut(rb, r0)
-            raise ValueError(f"evaluate_host: the smallest row block of circuit {m.name!r} "
-                             f"(rows [{r0}, {nxt})) needs about "
-                             f"{block_bytes(m, rb, batch, r0, nxt)} device bytes, over the "
-                             f"budget of {budget}")
-        blocks.append((r0, r1))
-        r0 = r1
+        blocks.append((r0, rb.snap(lo)))
+        r0 = blocks[-1][1]
     return blocks
 
 
-def plan_blocks(m: Matrices, batch: int, budget: int) -> list[list[tuple[int, int]]]:
-    """The row blocks [r0, r1) of A, B and C (three lists) that
-    ``evaluate_host`` evaluates for ``batch`` instances: greedily the
-    longest block from r0 whose ``block_bytes`` fit ``budget``, cut where no
-    overflow chunk of the matrix straddles the cut (``ops.spmv.RowBlocks``;
-    each matrix has its own cuts).  ValueError when a smallest block does
-    not fit."""
-    return [_plan(m, spmv.RowBlocks(x), batch, budget) for x in (m.a, m.b, m.c)]
+def _plan(m: Matrices, rbs: list, batch: int, budget: int) -> list[Plan] | None:
+    """Plans of matrices of one ``ops.spmv.block_signature`` (rows ≥ 1)
+    sharing one shape, or None when the per-axis largest of their atoms
+    (``RowBlocks.smallest``) does not fit ``budget``.  Caps: per axis the
+    largest ``_caps`` of the matrices for the largest t whose padded block
+    fits the budget (the bytes grow with t); the ``_greedy`` blocks of
+    each matrix within them; shape: the per-axis largest sizes of all
+    those blocks (within the caps, so within the budget)."""
+    x = rbs[0].m
+    lows = [rb.smallest() for rb in rbs]
+    wholes = [spmv.whole_shape(rb.m) for rb in rbs]
+
+    def caps(t):
+        return spmv.BlockShape(*map(max, zip(*(_caps(lo, w, t, x.rows)
+                                                for lo, w in zip(lows, wholes)))))
+
+    if block_bytes(m, x, batch, caps(0)) > budget:
+        return None
+    lo, hi = 0, x.rows
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if block_bytes(m, x, batch, caps(mid)) <= budget:
+            lo = mid
+        else:
+            hi = mid - 1
+    blocks = [_greedy(rb, caps(lo)) for rb in rbs]
+    sizes = np.array([rb.counts(r0, r1) for rb, bl in zip(rbs, blocks) for r0, r1 in bl])
+    shape = spmv.BlockShape(*(int(v) for v in sizes.max(axis=0)))
+    return [Plan(bl, shape) for bl in blocks]
+
+
+def _plans(m: Matrices, rbs: list, batch: int, budget: int) -> list[Plan]:
+    """``plan_blocks`` over the RowBlocks of A, B, C: matrices of one
+    ``ops.spmv.block_signature`` planned together (one shape, one
+    program), or each alone where their atoms together do not fit."""
+    sigs = [spmv.block_signature(rb.m) for rb in rbs]
+    plans = {}
+    for sig in dict.fromkeys(sigs):
+        same = [i for i, s in enumerate(sigs) if s == sig]
+        joint = _plan(m, [rbs[i] for i in same], batch, budget)
+        for k, i in enumerate(same):
+            plans[i] = joint[k] if joint else _plan_alone(m, rbs[i], "abc"[i], batch, budget)
+    return [plans[i] for i in range(len(rbs))]
+
+
+def _plan_alone(m: Matrices, rb: spmv.RowBlocks, name: str, batch: int, budget: int) -> Plan:
+    """``_plan`` of matrix ``name`` alone; ValueError naming its largest
+    atom's sizes and bytes when even that does not fit ``budget``."""
+    plan = _plan(m, [rb], batch, budget)
+    if plan is None:
+        low = rb.smallest()
+        raise ValueError(f"evaluate_host: the smallest row block of matrix {name} of circuit "
+                         f"{m.name!r} (sizes {tuple(low)}) needs about "
+                         f"{block_bytes(m, rb.m, batch, low)} device bytes, over the budget "
+                         f"of {budget}")
+    return plan[0]
+
+
+def plan_blocks(m: Matrices, batch: int, budget: int) -> list[Plan]:
+    """The ``Plan`` of A, B and C that ``evaluate_host`` follows for
+    ``batch`` instances: row blocks cut where no overflow chunk of the
+    matrix straddles the cut (``ops.spmv.RowBlocks``; each matrix has its
+    own cuts), all padded to one shape per matrix (one compiled program;
+    one for all of A, B, C where their ``ops.spmv.block_signature``
+    agrees and the budget allows) whose ``block_bytes`` fit ``budget``.  A
+    block may hold about a t-row share of each of the matrix's rows, long
+    rows, pieces and chunks (or its largest atom's, if more), t as large
+    as the budget allows (``_plan``).  ValueError when a matrix's largest
+    atom does not fit."""
+    return _plans(m, [spmv.RowBlocks(x) for x in (m.a, m.b, m.c)], batch, budget)
 
 
 @aot.program
@@ -344,8 +407,9 @@ def evaluate_host(m: Matrices, w, budget: int, *, length: int | None = None,
 
     Each matrix is evaluated in row blocks (``plan_blocks``): the block's
     rows (ELL rows, its long rows' pieces and overflow chunks,
-    ``ops.spmv.row_block``) go to the device, one program computes them,
-    and the result comes back.  Device bytes beyond w: at most ``budget``
+    ``ops.spmv.row_block``, padded to the plan's shape) go to the device,
+    one program (the same for every block of the plan) computes them, and
+    the result's first r1 − r0 rows come back.  Device bytes beyond w: at most ``budget``
     by the estimate ``block_bytes`` (the element-major witness and the
     table stay for the whole evaluation).  With ``check``, also the first
     row with a·b != c per instance (int (*batch,), −1 where satisfied, as
@@ -357,14 +421,14 @@ def evaluate_host(m: Matrices, w, budget: int, *, length: int | None = None,
     if length < m.rows:
         raise ValueError(f"evaluate_host: length {length} < {m.rows} rows")
     rbs = [spmv.RowBlocks(x) for x in (m.a, m.b, m.c)]
-    plans = [_plan(m, rb, B, budget) for rb in rbs]
+    plans = _plans(m, rbs, B, budget)
     wt = spmv.element_major(w.reshape(Fr.L, B, m.num_vars))
     coeffs = jnp.asarray(m.coeffs)
     outs = [np.zeros((Fr.L, B, length), np.uint32) for _ in range(3)]
-    for out, rb, blocks in zip(outs, rbs, plans):
-        for r0, r1 in blocks:
-            x = jax.tree.map(jnp.asarray, spmv.row_block(rb, r0, r1))
-            out[:, :, r0:r1] = np.asarray(_spmv_block(x, coeffs, wt))
+    for out, rb, plan in zip(outs, rbs, plans):
+        for r0, r1 in plan.blocks:
+            x = jax.tree.map(jnp.asarray, spmv.row_block(rb, r0, r1, plan.shape))
+            out[:, :, r0:r1] = np.asarray(_spmv_block(x, coeffs, wt))[:, :, :r1 - r0]
     del wt
     first = first_bad_host(*outs, m.rows, budget) if check else None
     outs = tuple(x.reshape((Fr.L,) + batch + (length,)) for x in outs)

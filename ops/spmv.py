@@ -77,6 +77,11 @@ their pieces, the chunks over its overflow rows, indices rebased), so
 no overflow chunk straddles r0 or r1 (a cut lies where a chunk starts a
 row afresh; chunks span at most ``block_rows`` overflow rows, so cuts are
 about a chunk apart).  A block needs only its own arrays on the device.
+Every block of a plan is padded to one ``BlockShape`` (rows, long rows,
+pieces, chunks) with entries that add nothing — ELL rows and pieces of
+out-of-range columns, chunks of dropped segments writing zeros past the
+output, long rows past the block's rows (dropped) — so that all of them
+run one compiled program; the result's rows past r1 − r0 are zero.
 
 Memory (B instances, rows, n variables, K = Kp + Kg, P pieces, Q = Qp +
 Qg): the matrix holds 4·(K + 1)·rows + 4·(Q + 1)·P bytes of fixed-width
@@ -92,7 +97,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
-from typing import Sequence
+from typing import NamedTuple, Sequence
 
 import jax
 import jax.numpy as jnp
@@ -651,7 +656,8 @@ def spmv(m: BlockedCSR, coeffs, wt, *, chunk_slots: int = ELL_CHUNK_SLOTS,
     (8, B, rows) canonical Fr (Montgomery).  The ELL part and the pieces in
     row chunks of about ``chunk_slots`` gathered terms, the pieces summed by
     the chunks and added into the long rows; config: the fixed-width
-    kernel's ``KernelConfig`` (tests: the Pallas kernel in interpret mode)."""
+    kernel's ``KernelConfig`` (tests: the Pallas kernel in interpret mode).
+    Long rows at or past ``m.rows`` (a padded row block's) are dropped."""
     if wt.ndim != 3 or wt.shape[0] != m.num_cols or wt.shape[2:] != (8,):
         raise ValueError(f"spmv: expected element-major Fr (num_cols={m.num_cols}, B, 8), "
                          f"got {wt.shape}")
@@ -674,11 +680,26 @@ def spmv(m: BlockedCSR, coeffs, wt, *, chunk_slots: int = ELL_CHUNK_SLOTS,
             rest = _spmv_chunks(m, coeffs, element_major(rest))
         at = out.at[:, :, m.long_rows]
         out = at.set(Fr.add(at.get(indices_are_sorted=True, unique_indices=True), rest),
-                     indices_are_sorted=True, unique_indices=True)
+                     indices_are_sorted=True, unique_indices=True, mode="drop")
     return out
 
 
 # ---------------------------------------------------------------- row blocks (out of core)
+class BlockShape(NamedTuple):
+    """Sizes of a row block along the leading axes of its arrays: rows (the
+    ELL arrays and the output), long (long_rows), pieces (the piece arrays)
+    and chunks (the overflow chunk arrays)."""
+    rows: int
+    long: int
+    pieces: int
+    chunks: int
+
+
+def whole_shape(m: BlockedCSR) -> BlockShape:
+    """The sizes of all of m (long = 0 without an ELL part)."""
+    return BlockShape(m.rows, m.long_rows.shape[0], m.pieces, m.chunks)
+
+
 class RowBlocks:
     """Where a ``BlockedCSR`` may be cut into row blocks, and what a block
     holds (host numpy, computed once per matrix).
@@ -736,6 +757,32 @@ class RowBlocks:
         return {"rows": (r0, r1), "long": (i0, i1) if self.ell else (0, 0),
                 "pieces": (int(p[0]), int(p[1])), "chunks": (int(q0), int(q1))}
 
+    def counts(self, r0: int, r1: int) -> BlockShape:
+        """The sizes of block [r0, r1) (the lengths of its ``ranges``), each
+        non-decreasing in r1 and non-increasing in r0."""
+        rg = self.ranges(r0, r1)
+        return BlockShape(*(rg[a][1] - rg[a][0] for a in BlockShape._fields))
+
+    def smallest(self) -> BlockShape:
+        """Per axis, the largest size among the atoms (the blocks from one
+        valid cut to the next; every block is a run of atoms).  Caps on the
+        sizes of blocks (``pce.plan_blocks``) cover the matrix iff they are
+        at least this.  With overflow cuts v_0 < v_1 < … (``starts``, or
+        every overflow row), an atom is either a single row without a long
+        row, or spans overflow rows [v_k, v_k+1): all rows in the
+        all-chunks layout, else matrix rows [long_rows[v_k],
+        long_rows[v_k+1 − 1] + 1) (its first and last long rows)."""
+        m = self.m
+        v = self.starts if self.starts is not None else np.arange(m.overflow_rows + 1)
+        q = np.searchsorted(self.row0, v)
+        if self.ell:
+            rows = self.long_rows[v[1:] - 1] + 1 - self.long_rows[v[:-1]]
+            long, pieces = np.diff(v), np.diff(self.piece0[v])
+        else:
+            rows, long, pieces = np.diff(v), np.zeros(0, np.int64), np.zeros(0, np.int64)
+        return BlockShape(*(int(np.max(x, initial=lo))
+                            for x, lo in ((rows, 1), (long, 0), (pieces, 0), (np.diff(q), 0))))
+
 
 _AXIS = {f: "chunks" for f in ("cols", "seg", "gen_cols", "gen_seg", "gen_coeff", "row0",
                                "last", "cont")}
@@ -745,62 +792,99 @@ _AXIS.update({f: "pieces" for f in ("piece_cols", "piece_neg", "piece_gen_cols",
 _AXIS["long_rows"] = "long"
 
 
-def block_nbytes(rb: RowBlocks, r0: int, r1: int) -> int:
-    """Bytes of the arrays of ``row_block(rb, r0, r1)``, without building it."""
-    rg = rb.ranges(r0, r1)
-    total = 0
-    for f in DATA_FIELDS:
-        x = getattr(rb.m, f)
-        if x.shape[0]:                                     # (0,) arrays stay empty
-            lo, hi = rg[_AXIS[f]]
-            total += (hi - lo) * x.dtype.itemsize * math.prod(x.shape[1:])
-    return total
+def block_signature(m: BlockedCSR) -> tuple:
+    """What the program of m's padded row blocks depends on besides their
+    ``BlockShape``: num_cols, block_rows and, per array, whether it is
+    empty (an absent part, or a sign array of width 0), its trailing shape
+    and dtype.  Blocks of one shape of matrices with equal signatures run
+    one compiled program."""
+    return (m.num_cols, m.block_rows) + tuple(
+        (x.shape[0] == 0, tuple(x.shape[1:]), str(x.dtype))
+        for x in (getattr(m, f) for f in DATA_FIELDS))
 
 
-def row_block(rb: RowBlocks, r0: int, r1: int) -> BlockedCSR:
-    """Rows [r0, r1) of rb.m as a BlockedCSR of r1 − r0 rows over the same
-    columns (valid cuts: ``RowBlocks.snap``), host numpy: the ELL rows,
-    the block's long rows (− r0), their pieces, and the chunks of its
-    overflow rows (row0 − i(r0); in the ELL layout the piece columns
-    − piece0, padding columns stay out of range).  ``spmv`` of it equals
-    rows [r0, r1) of ``spmv`` of the whole.  nnz is not recounted (−1)."""
-    m, rg = rb.m, rb.ranges(r0, r1)
-    out = {}
-    for f in DATA_FIELDS:
-        lo, hi = rg[_AXIS[f]]
-        out[f] = np.asarray(getattr(m, f)[lo:hi])          # (0,) arrays stay empty
-    out["long_rows"] = (out["long_rows"] - r0).astype(np.int32)
-    out["row0"] = (out["row0"] - rb._overflow(r0)).astype(np.int32)
+def block_nbytes(m: BlockedCSR, shape: BlockShape) -> int:
+    """Bytes of the arrays of a row block of m padded to ``shape``
+    (``row_block``): per array, its size along its axis times its row's
+    bytes (arrays empty in m stay empty)."""
+    return sum(getattr(shape, _AXIS[f]) * x.dtype.itemsize * math.prod(x.shape[1:])
+               for f in DATA_FIELDS if (x := getattr(m, f)).shape[0])
+
+
+def _padding(m: BlockedCSR, shape: BlockShape, source: int) -> dict:
+    """Per array, the value of its padding entries in a row block of
+    ``shape``, each adding nothing: ELL rows and pieces with every column
+    num_cols (gathered as zero) and no signs; chunks with every column
+    ``source`` (the length of what they gather: num_cols, or the block's
+    pieces), segments 3R (±1, dropped) and R − 1 (general, + 0), writing
+    their R zero rows at row0 = the block's overflow rows, into the slack
+    past its output.  Long rows are padded apart (``row_block``)."""
+    R, n = m.block_rows, m.num_cols
+    over = shape.rows if m.ell_width == (0, 0) else shape.long
+    return {"cols": source, "seg": 3 * R, "gen_cols": source, "gen_seg": R - 1, "gen_coeff": 0,
+            "row0": over, "last": 0, "cont": False,
+            "ell_cols": n, "ell_neg": 0, "ell_gen_cols": n, "ell_gen_coeff": 0,
+            "piece_cols": n, "piece_neg": 0, "piece_gen_cols": n, "piece_gen_coeff": 0}
+
+
+def _pad(x: np.ndarray, size: int, fill) -> np.ndarray:
+    """x (k, ...) extended along axis 0 to (size, ...) with ``fill``."""
+    return np.concatenate([x, np.full((size - x.shape[0],) + x.shape[1:], fill, x.dtype)])
+
+
+def row_block(rb: RowBlocks, r0: int, r1: int, shape: BlockShape | None = None) -> BlockedCSR:
+    """Rows [r0, r1) of rb.m as a BlockedCSR over the same columns (valid
+    cuts: ``RowBlocks.snap``), host numpy: the ELL rows, the block's long
+    rows (− r0), their pieces, and the chunks of its overflow rows (row0 −
+    i(r0); in the ELL layout the piece columns − piece0), each array padded
+    along its axis to ``shape`` (default: the block's own sizes,
+    ``RowBlocks.counts``) with entries that add nothing (``_padding``; the
+    padding long rows shape.rows + j, j their position, are out of range,
+    so ``spmv`` drops them).  The block has shape.rows rows: ``spmv`` of it
+    is rows [r0, r1) of ``spmv`` of the whole, then zeros.  Padding every
+    block to one shape gives all blocks one compiled program.  nnz is not
+    recounted (−1)."""
+    m, rg, own = rb.m, rb.ranges(r0, r1), rb.counts(r0, r1)
+    shape = own if shape is None else shape
+    if any(s < c for s, c in zip(shape, own)):
+        raise ValueError(f"row_block: rows [{r0}, {r1}) have sizes {own}, over {shape}")
+    out = {f: np.asarray(getattr(m, f)[slice(*rg[_AXIS[f]])]) for f in DATA_FIELDS}
+    out["long_rows"] = out["long_rows"] - r0
+    out["row0"] = out["row0"] - rb._overflow(r0)
+    source = shape.pieces if rb.ell else m.num_cols
     if rb.ell and m.chunks:
-        p0 = rg["pieces"][0]
         for f in ("cols", "gen_cols"):
-            out[f] = np.where(out[f] < m.pieces, out[f] - p0, out[f]).astype(np.int32)
-    return BlockedCSR(**out, rows=r1 - r0, num_cols=m.num_cols, nnz=-1,
+            out[f] = np.where(out[f] < m.pieces, out[f] - rg["pieces"][0], source)
+    fill = _padding(m, shape, source)
+    for f in DATA_FIELDS:
+        x = getattr(m, f)
+        out[f] = out[f].astype(x.dtype)
+        if x.shape[0]:                                     # (0,) arrays stay empty
+            out[f] = _pad(out[f], getattr(shape, _AXIS[f]), fill.get(f, 0))
+    out["long_rows"][own.long:] = shape.rows + np.arange(own.long, len(out["long_rows"]))
+    return BlockedCSR(**out, rows=shape.rows, num_cols=m.num_cols, nnz=-1,
                       block_rows=m.block_rows)
 
 
-def working_bytes(m: BlockedCSR, batch: int, ranges: dict | None = None,
+def working_bytes(m: BlockedCSR, batch: int, shape: BlockShape | None = None,
                   chunk_slots: int = ELL_CHUNK_SLOTS) -> int:
-    """Estimated device bytes of ``spmv`` of m (or of its row block with
-    ``RowBlocks.ranges`` ``ranges``) beyond the matrix, the table and the
-    witness, for ``batch`` instances (module docstring, "Memory"): the
-    output and its update 64·B·rows, per ELL row chunk 32·B·C·(2K + 1) +
-    32·C·Kg, the piece sums 128·B·P with their own row chunks, per overflow
-    chunk 96·B·(E + G) + 384·B·R and the chunk output 32·B·(overflow rows + R)."""
-    def size(axis, whole):
-        return whole if ranges is None else ranges[axis][1] - ranges[axis][0]
-
+    """Estimated device bytes of ``spmv`` of m (or of its row blocks padded
+    to ``shape``) beyond the matrix, the table and the witness, for
+    ``batch`` instances (module docstring, "Memory"): the output and its
+    update 64·B·rows, per ELL row chunk 32·B·C·(2K + 1) + 32·C·Kg, the
+    piece sums 128·B·P with their own row chunks, per overflow chunk
+    96·B·(E + G) + 384·B·R and the chunk output 32·B·(overflow rows + R)."""
     def ell(rows, kp, kg):
         if not rows or not kp + kg:
             return 0
         C = ell_row_chunks(rows, (kp + kg) * batch, chunk_slots)[0]
         return 32 * batch * C * (2 * (kp + kg) + 1) + 32 * C * kg
 
-    rows, pieces = size("rows", m.rows), size("pieces", m.pieces)
-    over = rows if m.ell_width == (0, 0) else size("long", m.overflow_rows)
-    total = 64 * batch * rows + ell(rows, *m.ell_width)
-    total += 128 * batch * pieces + ell(pieces, *m.piece_width)
-    if size("chunks", m.chunks):
+    s = whole_shape(m) if shape is None else shape
+    over = s.rows if m.ell_width == (0, 0) else s.long
+    total = 64 * batch * s.rows + ell(s.rows, *m.ell_width)
+    total += 128 * batch * s.pieces + ell(s.pieces, *m.piece_width)
+    if s.chunks:
         total += 96 * batch * (m.slots + m.gen_slots) + 384 * batch * m.block_rows \
             + 32 * batch * (over + m.block_rows)
     return total

@@ -34,23 +34,71 @@ def random_circuit():
     return r1cs, to_device(ws, (2,))
 
 
+def spy_programs(monkeypatch) -> set:
+    """The distinct (tree structure, leaf shapes and dtypes) of the row
+    blocks that reach ``pce._spmv_block``: one compiled program each."""
+    seen, real = set(), pce._spmv_block
+
+    def spy(x, coeffs, wt):
+        seen.add((jax.tree.structure(x), tuple((a.shape, a.dtype) for a in jax.tree.leaves(x))))
+        return real(x, coeffs, wt)
+
+    monkeypatch.setattr(pce, "_spmv_block", spy)
+    return seen
+
+
 @pytest.mark.parametrize("layout,budget", [("ell", 10**9), ("ell", 40000), ("chunks", 12000)])
-def test_evaluate_host_equals_evaluate(random_circuit, layout, budget):
+def test_evaluate_host_equals_evaluate(random_circuit, layout, budget, monkeypatch):
     r1cs, w = random_circuit
     m = pce.extract(r1cs, **LAYOUTS[layout])
     host = pce.to_host(m)
     assert isinstance(host.a.cols, np.ndarray)
     plans = pce.plan_blocks(host, 2, budget)
-    assert sum(len(p) for p in plans) >= (3 if budget > 10**6 else 6)
-    for rb, plan in zip([spmv.RowBlocks(x) for x in (host.a, host.b, host.c)], plans):
-        assert [r for r, _ in plan[1:]] == [r for _, r in plan[:-1]] and plan[-1][1] == m.rows
-        assert all(pce.block_bytes(host, rb, 2, r0, r1) <= budget for r0, r1 in plan)
+    n_blocks = sum(len(p.blocks) for p in plans)
+    assert n_blocks >= (3 if budget > 10**6 else 6)
+    for x, (blocks, shape) in zip((host.a, host.b, host.c), plans):
+        assert blocks[0][0] == 0 and blocks[-1][1] == m.rows
+        assert [r for r, _ in blocks[1:]] == [r for _, r in blocks[:-1]]
+        rb = spmv.RowBlocks(x)
+        assert all(np.all(np.array(rb.counts(r0, r1)) <= shape) for r0, r1 in blocks)
+        assert pce.block_bytes(host, x, 2, shape) <= budget
+    programs = spy_programs(monkeypatch)
     length = 1 << G.domain_log(m.rows)
     *got, first = pce.evaluate_host(host, w, budget, length=length, check=True)
-    for x, y in zip(got, pce.evaluate(m, w)):
+    # A, B and C (one block_signature here) padded to one shape: one program for all blocks
+    assert len(programs) == 1 < n_blocks
+    want = pce.evaluate(m, w)
+    for x, y in zip(got, want):
         assert x.shape == (8, 2, length) and isinstance(x, np.ndarray)
         assert np.array_equal(x[..., :m.rows], np.asarray(y)) and not x[..., m.rows:].any()
-    assert np.array_equal(first, np.asarray(pce.is_satisfied(m, w)[1]))
+    assert np.array_equal(first, np.asarray(pce.satisfied(*want)[1]))
+
+
+@pytest.mark.parametrize("layout", list(LAYOUTS))
+def test_row_blocks_atoms_and_padding(random_circuit, layout):
+    """``RowBlocks.smallest`` is the per-axis largest atom (block between
+    consecutive cuts); a padded ``row_block`` holds the block's entries
+    and only padding that ``ops.spmv.to_csr`` does not see; too small a
+    shape is refused."""
+    r1cs, _ = random_circuit
+    x = pce.to_host(pce.extract(r1cs, **LAYOUTS[layout])).a
+    rb = spmv.RowBlocks(x)
+    cuts = sorted({rb.snap(r) for r in range(x.rows + 1)})
+    atoms = np.array([rb.counts(r0, r1) for r0, r1 in zip(cuts, cuts[1:])])
+    assert tuple(rb.smallest()) == tuple(atoms.max(axis=0)) and len(cuts) > 4
+    indptr, cols, ids = spmv.to_csr(x, 0, 1)
+    r0, r1 = cuts[1], cuts[-2]
+    shape = spmv.BlockShape(*(s + 3 for s in spmv.whole_shape(x)))
+    block = spmv.row_block(rb, r0, r1, shape)
+    assert block.rows == shape.rows and spmv.block_nbytes(x, shape) == sum(
+        np.asarray(getattr(block, f)).nbytes for f in spmv.DATA_FIELDS)
+    bp, bc, bi = spmv.to_csr(block, 0, 1)                   # padding rows: empty
+    assert np.array_equal(bp, np.pad(indptr[r0:r1 + 1] - indptr[r0], (0, shape.rows - (r1 - r0)),
+                                         mode="edge"))
+    assert np.array_equal(bc, cols[indptr[r0]:indptr[r1]])
+    assert np.array_equal(bi, ids[indptr[r0]:indptr[r1]])
+    with pytest.raises(ValueError, match="over"):
+        spmv.row_block(rb, 0, x.rows, rb.counts(r0, r1))
 
 
 def test_evaluate_host_budget_too_small(random_circuit):
@@ -74,16 +122,19 @@ def cubic_circuit():
     return pce.extract(r1cs), w, G.ProvingKey(*(np.asarray(x) for x in pk)), vk, ys
 
 
-def test_prove_out_of_core_equals_in_core(cubic_circuit):
+def test_prove_out_of_core_equals_in_core(cubic_circuit, monkeypatch):
     m, w, host_pk, vk, ys = cubic_circuit
     small = dict(window=4, lanes=8, small_lanes=4, min_steps=4)
     budget = M.working_set_bytes(G2, 8, 2, 4, M.MSMConfig(**small))
     cfg = M.MSMConfig(**small, budget_bytes=budget)
     want, _ = G.prove(host_pk, m, w, seed=5, msm_config=cfg)
     host = pce.to_host(m)
-    assert all(len(p) > 1 for p in pce.plan_blocks(host, BATCH, 8000))
+    assert all(len(p.blocks) > 1 for p in pce.plan_blocks(host, BATCH, 8000))
+    programs = spy_programs(monkeypatch)
     # SpMV and NTT in small blocks, the MSMs within the configured budget
     got, times = G.prove(host_pk, host, w, seed=5, msm_config=cfg, out_of_core_budget=8000)
+    # one SpMV program per block signature (A's ELL width is not B's and C's)
+    assert len(programs) == len({spmv.block_signature(x) for x in (m.a, m.b, m.c)}) == 2
     # one budget for everything: the MSMs take it
     got2, times2 = G.prove(host_pk, host, w, seed=5, msm_config=M.MSMConfig(**small),
                            out_of_core_budget=budget)

@@ -13,7 +13,7 @@ ROOT = Path(__file__).resolve().parent.parent
 def test_stacked_stage_bars(tmp_path):
     recs = [{"case": "groth16.sha256", "rows": 1027733, "commit": "aaa", "goal_s": 0.25,
              "stages_median_s": {"spmv": 0.002, "ntt": 0.009, "msm_g1": 0.088, "total": 0.099}},
-            {"case": "filecoin.porep", "size": "2KiB", "commit": "bbb",
+            {"case": "filecoin.porep", "size": "2KiB", "commit": "bbb", "keys_in_host_memory": True,
              "stages_median_s": {"witness": 0.5, "msm_g1": 1.5, "total": 2.0}},
             {"case": "msm_G1", "log_n": 20, "median_s": 0.05}]          # no stages: left out
     src = tmp_path / "r.jsonl"
@@ -23,7 +23,7 @@ def test_stacked_stage_bars(tmp_path):
                    cwd=ROOT, check=True)
     doc = minidom.parse(str(out))
     texts = [t.firstChild.data for t in doc.getElementsByTagName("text")]
-    assert "groth16.sha256 1,027,733 rows @ aaa" in texts and "filecoin.porep 2KiB @ bbb" in texts
+    assert "groth16.sha256 1,027,733 rows @ aaa" in texts and "filecoin.porep 2KiB, key streamed @ bbb" in texts
     assert "0.099 s" in texts and "2.000 s" in texts and not any("msm_G1" in t for t in texts)
     titles = [t.firstChild.data for t in doc.getElementsByTagName("title")]
     assert titles == ["spmv: 2.0 ms", "ntt: 9.0 ms", "msm_g1: 88.0 ms", "msm_g1: 1500.0 ms",

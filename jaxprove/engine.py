@@ -1245,16 +1245,21 @@ class Engine:
             fq.put(e)
         return taken
 
+    def _verify_parts(self, res, parts: list) -> list:
+        """Per (public, proof) part, per instance: whether it verifies — one
+        ``verify_group`` call where the prover offers it, else one
+        ``verify`` per part."""
+        if hasattr(self.prover, "verify_group"):
+            return self.prover.verify_group(res, parts)
+        return [self.prover.verify(res, public, proof) for public, proof in parts]
+
     def _complete(self, group: list):
         """Verify (one call for the group), encode and publish proved batches;
         the verification's time is shared among them by instance count."""
         oks = None
         if self.config.verify:
             t = time.perf_counter()
-            if hasattr(self.prover, "verify_group"):
-                oks = self.prover.verify_group(group[0].res, [(d.public, d.proof) for d in group])
-            else:
-                oks = [self.prover.verify(group[0].res, group[0].public, group[0].proof)]
+            oks = self._verify_parts(group[0].res, [(d.public, d.proof) for d in group])
             spent, total = time.perf_counter() - t, sum(d.size for d in group)
         for j, d in enumerate(group):
             errors, times, n = list(d.errors), dict(d.times), len(d.items)

@@ -40,6 +40,25 @@ def test_poll_reports_a_finished_run(tmp_path):
     assert (out / "jc.tgz.00").stat().st_size > 0          # the cache, for the next session
 
 
+def test_poll_packs_an_unfinished_run_only_when_asked(tmp_path):
+    """The session's last poll (PACK=1) hands the compiles on even if the
+    pipeline was cut off; an ordinary poll of an unfinished run does not."""
+    run, cache = tmp_path / "run", tmp_path / "jc"
+    run.mkdir()
+    cache.mkdir()
+    (run / "pipe.log").write_text("[00:00:00] proving\n")
+    (cache / "jit_f-1-cache").write_bytes(b"x" * 100)
+    for pack in ("", "1"):
+        out = tmp_path / f"out{pack}"
+        out.mkdir()
+        env = {**os.environ, "RUN_DIR": str(run), "OUT": str(out), "JAXPROVE_CACHE": str(cache),
+               "PACK": pack}
+        got = subprocess.run(["bash", os.path.join(HERE, "poll.sh"), "0"], env=env,
+                             capture_output=True, text=True, timeout=20)
+        assert got.returncode == 0 and "DONE" not in got.stdout and "proving" in got.stdout
+        assert (out / "jc.tgz.00").exists() == bool(pack)
+
+
 def _cache(env, *args, cwd=None):
     return subprocess.run(["bash", os.path.join(HERE, "cache.sh"), *args], env=env, cwd=cwd,
                           capture_output=True, text=True, timeout=60)

@@ -755,7 +755,7 @@ def _ic_sum(ic, x):
     batch = x.shape[1:-1]
     acc = _bcast(G1, ic[..., 0], batch)
     if ic.shape[-1] > 1:
-        cfg = dataclasses.replace(M.default_config(), split_threshold=None)
+        cfg = dataclasses.replace(M.default_config(ic), split_threshold=None)
         acc = G1.add(acc, M.msm(G1, ic[..., 1:], x, cfg))
     return G1.to_affine(acc)
 

@@ -231,6 +231,18 @@ def evaluate(m: Matrices, w):
                  for x in (m.a, m.b, m.c))
 
 
+def evaluate_bytes(m: Matrices, batch: int = 1) -> int:
+    """Estimated device bytes of ``evaluate`` beyond m and w: the
+    element-major witness copy, two finished outputs, and the largest
+    matrix's ``ops.spmv.working_bytes`` (its output included).  An upper
+    bound: XLA reuses buffers (the 32GiB WindowPoSt partition, whose A is
+    1.4 pieces per row, estimates 8.5 vectors of the domain for A where
+    XLA's temporaries for all of ``evaluate`` were 17.3 GiB, ~4.6)."""
+    vec = 32 * batch * m.rows
+    return 32 * batch * m.num_vars + 2 * vec + max(
+        spmv.working_bytes(x, batch) for x in (m.a, m.b, m.c))
+
+
 def rows_satisfied(a, b, c):
     """Per instance of a, b, c ``(8, *batch, rows)``: (ok, first_bad) where ok
     = (a∘b == c on every row) as bool (*batch,), and first_bad is the first

@@ -131,8 +131,29 @@ GPU_CONFIG = MSMConfig(fused_split=True)
 CPU_CONFIG = MSMConfig(lanes=1 << 8, small_lanes=1 << 5, min_steps=8, horner=True)
 
 
-def default_config() -> MSMConfig:
-    return GPU_CONFIG if jax.default_backend() == "gpu" else CPU_CONFIG
+def default_config(*like) -> MSMConfig:
+    """``GPU_CONFIG`` for an MSM that runs on a GPU, else ``CPU_CONFIG``.
+    Where it runs: the device of the first committed array among ``like``
+    (pytrees; numpy arrays and tracers say nothing), else the default device
+    (a ``jax.default_device`` context), else the default backend.  The
+    process's backend alone is not enough: the GPU's lane counts on a
+    host-CPU computation of a GPU machine (the engine's verification, whose
+    IC sum is an MSM) made a 2-point MSM ~100x slower (bench/NOTES.md,
+    session 13)."""
+    return GPU_CONFIG if _platform(like) == "gpu" else CPU_CONFIG
+
+
+def _platform(like) -> str:
+    for x in jax.tree_util.tree_leaves(like):
+        if isinstance(x, jax.Array) and not isinstance(x, jax.core.Tracer) and x.committed:
+            return next(iter(x.devices())).platform
+    dev = jax.config.jax_default_device
+    if isinstance(dev, str):                         # a platform name: "cpu", "cuda", ...
+        name = dev.split(":")[0].lower()
+        return "gpu" if name in ("cuda", "rocm", "gpu") else name
+    if dev is not None:
+        return dev.platform
+    return jax.default_backend()
 
 
 def num_windows(c: int) -> int:
@@ -645,7 +666,7 @@ def msm(curve: Curve, bases, scalars, config: MSMConfig | None = None, on_chunk=
     No count when the scalars or bases are tracers (``msm`` called under
     ``jit``): the plain path, whose sort already skips zero digits.
     ``on_chunk``: called between chunks (``_in_chunks``)."""
-    cfg = config or default_config()
+    cfg = config or default_config(bases)
     _check(curve, bases, scalars)
     n = bases.shape[-1]
     batch = scalars.shape[1:-1]
@@ -707,7 +728,7 @@ def bits_sum(curve: Curve, bases, bits, config: MSMConfig | None = None, on_chun
     for host bases, the next chunk's copy: its rows and their stack,
     ``_to_device``) fits the budget, at most two in flight; ``on_chunk`` as
     ``msm``."""
-    cfg = config or default_config()
+    cfg = config or default_config(bases)
     if not isinstance(bases, np.ndarray):
         bases = jnp.asarray(bases)
     if bases.ndim != len(curve.aff) + 1 or tuple(bases.shape[:-1]) != curve.aff:
@@ -827,7 +848,7 @@ def msm_split(curve: Curve, bases, scalars, bit_positions, config: MSMConfig | N
     shared size once).  ``bases`` may be ``SplitBases``
     (then ``bit_positions`` must be the ``Positions`` they were split by).
     Shapes and ``on_chunk`` as ``msm``."""
-    cfg = config or default_config()
+    cfg = config or default_config(bases)
     if not isinstance(bases, SplitBases):     # split here; a key keeps them split (split_bases)
         n = bases.shape[-1]
         pos = bit_positions if isinstance(bit_positions, Positions) else \
@@ -1005,7 +1026,7 @@ def msm_many(curve: Curve, parts: Sequence[Part], config: MSMConfig | None = Non
     set: the point-major copy of all bases plus the sort of all entries
     (use ``msm``/``msm_split`` with ``MSMConfig.budget_bytes`` when that
     does not fit)."""
-    cfg = config or default_config()
+    cfg = config or default_config([p.bases for p in parts])
     if not parts:
         raise ValueError("msm_many: no parts")
     batch = tuple(parts[0].scalars.shape[1:-1])

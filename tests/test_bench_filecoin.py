@@ -101,6 +101,27 @@ def test_challenges_scale_the_circuit(kind):
         assert rec["num_inputs"] == 4 + 1
 
 
+def test_key_resident_proofs_that_cannot_fit_stop_before_the_setup(tmp_path, monkeypatch):
+    """--then-resident --streaming-reps 0 on a device that holds the streaming
+    plan but not the key beside the prover's working set: refused with the
+    reason after extraction, before any setup (the 32GiB WindowPoSt partition
+    set up for 155 s, then ran out of memory in its SpMV, bench/NOTES.md
+    session 13).  The SpMV stage is planned from the extracted matrices."""
+    kw = dict(challenges=1, msm_budget=1 << 24, keys_in_host=True)
+    probe = F.run_case("window-post", "2KiB", record_only=True, **kw).record
+    fits = max(probe["plan_setup_peak_bytes"], probe["plan_prove_peak_bytes"]) + 1
+    monkeypatch.setattr(F, "limits", lambda: {"device": fits, "host": 1 << 40})
+    out = tmp_path / "r.jsonl"
+    rec = F.run_case("window-post", "2KiB", out=str(out), then_resident=True,
+                     streaming_reps=0, **kw).record
+    assert rec["skipped"].startswith("with the key resident, prove needs about")
+    assert "device memory" in rec["skipped"] and "setup_s" not in rec
+    assert _records(out)[-1]["skipped"] == rec["skipped"]
+    from jaxprove import pce
+    m = pce.extract(F.spec_for("window-post", "2KiB", 1).record())
+    assert pce.evaluate_bytes(m) > 32 * (m.num_vars + 3 * m.rows)   # the SpMV's own working set
+
+
 def test_cases_that_cannot_fit_are_refused_before_recording(tmp_path, monkeypatch):
     out = tmp_path / "s.jsonl"
     monkeypatch.setattr(F, "limits", lambda: {"device": 1 << 20, "host": 1 << 40})

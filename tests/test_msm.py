@@ -370,3 +370,36 @@ def test_msm_bad_input(g1_bases):
 def test_choose_window_grows_with_n():
     cs = [M.choose_window(1 << k) for k in range(4, 27)]
     assert cs == sorted(cs) and 2 <= cs[0] and cs[-1] == 16
+
+
+def test_default_config_follows_where_the_msm_runs(monkeypatch):
+    """In a GPU process (default backend 'gpu', simulated here) an MSM placed
+    on the host CPU gets the CPU's configuration: by its committed arrays or
+    a ``jax.default_device`` context.  The engine's verification (its IC sum
+    is an MSM on the host CPU) ran with the GPU's lane counts, ~100x slower
+    (bench/NOTES.md, session 13)."""
+    from jaxprove import groth16 as G
+    monkeypatch.setattr(jax, "default_backend", lambda: "gpu")
+    cpu = jax.devices("cpu")[0]
+    on_cpu = jax.device_put(jnp.zeros((2, 12, 3), jnp.uint32), cpu)
+    assert M.default_config() is M.GPU_CONFIG
+    assert M.default_config(np.zeros(3)) is M.GPU_CONFIG          # host data: where the default runs
+    assert M.default_config(on_cpu) is M.CPU_CONFIG
+    assert M.default_config([None, {"b": on_cpu}]) is M.CPU_CONFIG
+    with jax.default_device(cpu):
+        assert M.default_config() is M.CPU_CONFIG
+    with jax.default_device("cpu"):
+        assert M.default_config() is M.CPU_CONFIG
+    seen = []
+
+    class Seen(Exception):
+        pass
+
+    def msm(curve, bases, scalars, cfg):
+        seen.append(cfg)
+        raise Seen
+
+    monkeypatch.setattr(M, "msm", msm)
+    with pytest.raises(Seen):
+        G._ic_sum(on_cpu, jnp.zeros((8, 2), jnp.uint32))
+    assert seen[0].lanes == M.CPU_CONFIG.lanes and seen[0].split_threshold is None

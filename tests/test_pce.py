@@ -698,3 +698,16 @@ def test_spmv_rejects_bad_shapes(ell_inputs):
         spmv.spmv(m, table, jnp.transpose(wt, (2, 1, 0)))
     with pytest.raises(ValueError, match="coefficient table"):
         spmv.spmv(m, table.T, wt)
+
+
+def test_evaluate_bytes_bounds_what_xla_allocates():
+    """``evaluate_bytes`` (the SpMV stage of a proof's memory plan) is at
+    least XLA's temporaries plus outputs for ``evaluate`` of a real circuit
+    whose A has more pieces than rows (the 2KiB WindowPoSt: Poseidon rows)."""
+    from bench import filecoin as F
+    m = pce.extract(F.spec_for("window-post", "2KiB").record())
+    assert m.a.pieces > m.rows
+    w = jnp.zeros((8, 1, m.num_vars), jnp.uint32)
+    got = jax.jit(pce.evaluate).lower(m, w).compile().memory_analysis()
+    xla = got.temp_size_in_bytes + got.output_size_in_bytes
+    assert xla <= pce.evaluate_bytes(m) <= 1.5 * xla

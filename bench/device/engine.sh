@@ -10,23 +10,28 @@
 #    latency and steady-state throughput, keys resident;
 # 3. the same within a 16 GiB budget (streaming mode: the 16 GB-card path);
 # 4. mixed: PoRep-shaped jobs in flight while the real 32GiB WinningPoSt arrives every 5 s
-#    (its latency under load), under JAX_LOG_COMPILES=1 (hypothesis 26).
+#    (its latency under load).  Every step runs under JAX_LOG_COMPILES=1 (hypotheses 26, 30:
+#    bench.compile_log sums a log).
 # $STEPS picks and orders them (default "shaped budget mixed"); every record goes to
 # $R/engine.jsonl, each step's log to $R/<step>.log; `done` marks the end.
 set -u
 R=${RUN_DIR:-/tmp/run}
 mkdir -p "$R"
+# ops.aot's store: a program traced and compiled by one step is loaded by the next
+# process of this session without tracing (hypothesis 30, bench/NOTES.md); its keys
+# hash the sources, so it is not carried to the next session (the XLA cache is)
+export JAXPROVE_AOT=${JAXPROVE_AOT:-/tmp/aot}
 export JAXPROVE_CACHE=${JAXPROVE_CACHE:-/tmp/jc} PYTHONUNBUFFERED=1 XLA_PYTHON_CLIENT_PREALLOCATE=false
 say() { echo "[$(date +%T)] $*" >> "$R/pipe.log"; }
 say "start at ${JAXPROVE_COMMIT:-unknown commit}"
 say "$(bash "$(dirname "$0")/cache.sh" unpack 2>&1)"
 ROWS=${ROWS:-4000000} PARTS=${PARTS:-10}
-E="python3 -m bench.engine --rows $ROWS --partitions $PARTS --cache --out $R/engine.jsonl"
+E="env JAX_LOG_COMPILES=1 python3 -m bench.engine --rows $ROWS --partitions $PARTS --cache --out $R/engine.jsonl"
 for step in ${STEPS:-shaped budget mixed}; do
     case $step in
     shaped) cmd="$E --case porep_shaped --proofs 5" ;;
     budget) cmd="$E --case porep_shaped --proofs 5 --budget-gb 16" ;;
-    mixed)  cmd="env JAX_LOG_COMPILES=1 $E --case mixed --post real --post-size 32GiB \
+    mixed)  cmd="$E --case mixed --post real --post-size 32GiB \
 --window-every 0 --winning 6 --winning-every 5 --inflight 2" ;;
     *) say "unknown step $step"; continue ;;
     esac

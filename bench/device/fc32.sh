@@ -28,6 +28,10 @@ set -u
 R=${RUN_DIR:-/tmp/run}
 K=${KIND:-porep} Z=${SIZE:-32GiB} D=${CIRCUIT_DIR:-/tmp/fc32}   # SIZE: smaller, to try the script
 mkdir -p "$R"
+# ops.aot's store: a program traced and compiled by one step is loaded by the next
+# process of this session without tracing (hypothesis 30, bench/NOTES.md); its keys
+# hash the sources, so it is not carried to the next session (the XLA cache is)
+export JAXPROVE_AOT=${JAXPROVE_AOT:-/tmp/aot}
 export JAXPROVE_CACHE=${JAXPROVE_CACHE:-/tmp/jc} PYTHONUNBUFFERED=1 R
 say() { echo "[$(date +%T)] $*" >> "$R/pipe.log"; }
 say "start at ${JAXPROVE_COMMIT:-unknown commit}"

@@ -16,7 +16,7 @@ cat "$R/pipe.log"
 for f in "$R"/*.log "$R"/*/*.log; do   # and a BESIDE_SH pipeline's own RUN_DIR under $R
     [ -e "$f" ] || continue
     [ "$f" = "$R/pipe.log" ] && continue
-    echo "==> $f"; grep -v '^{' "$f" | grep -v Warning | tail -n 8 | cut -c1-400
+    echo "==> $f"; grep -v '^{' "$f" | grep -v 'Warning\|^WARNING:jax\|lattice_result_type\|lax_numpy.astype' | tail -n 8 | cut -c1-400
 done
 free -g | head -2
 nvidia-smi --query-gpu=memory.used --format=csv,noheader 2>/dev/null

@@ -1,0 +1,187 @@
+"""Where a stage's device time goes: one JAX profiler trace, summed per kernel.
+
+A stage's wall time says how far it is from its floor, not why.  This runs
+one stage a few times under ``jax.profiler.trace``, reads the trace back
+(``jax.profiler.ProfileData``: no TensorBoard needed, so it works on the
+device machine, which installs nothing) and prints one JSON record: per
+call, the wall time, the device's busy time, and the events (kernels, XLA
+ops) that cost most, each with its share and, where the trace has it, the
+HLO text that names what it is (a fusion of slices, a gather, a Pallas
+kernel).  Cases:
+
+* ``ntt``: ``ops.ntt.ntt`` of 2^k random Fr (Montgomery forms);
+* ``to_coset``: ``groth16._to_coset``, coset_ntt(intt(x)), the unit of the
+  proof's h stage (three of its seven transforms' pairs);
+* ``h``: ``groth16._h_coefficients`` of random a, b, c: the whole ntt stage
+  of a proof (seven transforms, the quotient);
+* ``msm``: ``ops.msm.msm`` of 2^k random G1 points and scalars (default
+  configuration);
+* ``spmv``: ``pce.evaluate`` of a Filecoin circuit (``--kind``, ``--size``,
+  ``--challenges``) on a random witness (the gathers and additions do not
+  depend on the values); its matrices from ``--circuit-dir`` where
+  ``bench.filecoin --circuit-dir`` stored them (the 32GiB partition: minutes
+  to record otherwise), else recorded and extracted here.
+
+    python3 -m bench.profile --case ntt --log-n 24 --out bench/results/profile_h200.jsonl
+    python3 -m bench.profile --case spmv --kind porep --size 2KiB
+
+Timings under the profiler are a little slower than without; ``wall_s`` is
+measured outside the trace (``bench.common.time_fn``).  On the CPU (tests)
+there are no device planes: the host's XLA threads stand in, and their
+events nest, so shares overlap there.
+"""
+from __future__ import annotations
+
+import argparse
+import glob
+import shutil
+import tempfile
+from collections import defaultdict
+
+import jax
+import jax.numpy as jnp
+
+from bench.common import argv_command, emit, environment, time_fn
+
+CASES = ("ntt", "to_coset", "h", "msm", "spmv")
+SKIP_LINES = ("XLA Modules", "Steps", "Framework", "Source", "python", "TraceMe", "Task")
+
+
+def rand_fr(key, shape):
+    """Uniform values < 2^254 (< r), used directly as Montgomery forms:
+    Fr ``(8, *shape)``."""
+    x = jax.random.bits(key, (8,) + tuple(shape), jnp.uint32)
+    return x.at[7].set(x[7] & jnp.uint32(0x3FFFFFFF))
+
+
+def stage(case: str, log_n: int = 20, kind: str = "porep", size: str = "2KiB",
+          challenges: int | None = None, circuit_dir: str | None = None):
+    """(function, arguments, size label) of a case (module docstring)."""
+    key = jax.random.PRNGKey(7)
+    if case == "ntt":
+        from ops import ntt as N
+        dom = N.domain(log_n, cosets=False)
+        return jax.jit(N.ntt), (rand_fr(key, (1, 1 << log_n)), dom), f"2^{log_n}"
+    if case == "to_coset":
+        from jaxprove import groth16 as G
+        from ops import ntt as N
+        dom = N.domain(log_n)
+        x = rand_fr(key, (1, 1 << log_n))
+        # _to_coset donates its input: each call gets a fresh copy
+        return (lambda x, dom: G._to_coset(jnp.copy(x), dom)), (x, dom), f"2^{log_n}"
+    if case == "h":
+        from jaxprove import groth16 as G
+        from ops import ntt as N
+        dom = N.domain(log_n)
+        abc = [rand_fr(jax.random.fold_in(key, i), (1, 1 << log_n)) for i in range(3)]
+        return (lambda a, b, c, dom: G._h_coefficients(jnp.copy(a), jnp.copy(b), jnp.copy(c),
+                                                         dom)), (*abc, dom), f"2^{log_n}"
+    if case == "msm":
+        from ops import msm as M
+        from ops.curve import G1
+        g = G1.generator_affine()
+        bases = G1.to_affine(G1.fixed_base_mul(g, rand_fr(key, (1 << log_n,)), window=8))
+        s = rand_fr(jax.random.fold_in(key, 1), (1, 1 << log_n))
+        return (lambda b, s: M.msm(G1, b, s)), (bases, s), f"2^{log_n}"
+    if case == "spmv":
+        from bench import filecoin as F
+        from jaxprove import pce
+        spec = F.spec_for(kind, size, challenges)
+        m = pce.load(circuit_dir, pce.cache_key(spec.topology)) if circuit_dir else None
+        if m is None:
+            m = pce.extract(spec.record())
+        w = rand_fr(key, (1, m.num_vars))
+        label = f"{kind} {size}" + (f" c{challenges}" if challenges else "")
+        return jax.jit(pce.evaluate), (m, w), f"{label}: {m.rows} rows"
+    raise ValueError(f"profile: unknown case {case!r} (one of {', '.join(CASES)})")
+
+
+def summarize(xplane: str, calls: int, top: int = 25) -> dict:
+    """A trace file's events per call: on the device planes (or, without
+    any, the host's XLA threads) the busy nanoseconds per line and the
+    ``top`` events by total time, each {name, line, ms, count, share,
+    hlo}."""
+    from jax.profiler import ProfileData
+    data = ProfileData.from_file(xplane)
+    planes = [p for p in data.planes if p.name.startswith("/device:")]
+    host = not planes
+    if host:
+        planes = [p for p in data.planes if p.name.startswith("/host:CPU")]
+    per_line, events, hlo = defaultdict(float), defaultdict(lambda: [0.0, 0]), {}
+    for plane in planes:
+        for line in plane.lines:
+            name = line.name
+            if any(name.startswith(s) for s in SKIP_LINES) or (host and "XLA" not in name):
+                continue
+            for ev in line.events:
+                per_line[name] += ev.duration_ns
+                acc = events[(ev.name, name)]
+                acc[0] += ev.duration_ns
+                acc[1] += 1
+                if ev.name not in hlo:
+                    for k, v in ev.stats:
+                        if k in ("long_name", "hlo_op", "tf_op") and isinstance(v, str):
+                            hlo[ev.name] = v[:240]
+                            break
+    # the ops line repeats what the streams ran: busy time is the busiest line
+    busy = max(per_line.values(), default=0.0)
+    ranked = sorted(events.items(), key=lambda kv: -kv[1][0])[:top]
+    return {
+        "planes": [p.name for p in planes],
+        "busy_ms_per_call": busy / calls / 1e6,
+        "lines_ms_per_call": {k: v / calls / 1e6 for k, v in sorted(per_line.items())},
+        "top": [{"name": n, "line": ln, "ms": t / calls / 1e6, "count": c / calls,
+                 "share": t / busy if busy else 0.0, "hlo": hlo.get(n, "")}
+                for (n, ln), (t, c) in ranked],
+    }
+
+
+def profile(case: str, log_n: int = 20, reps: int = 3, kind: str = "porep", size: str = "2KiB",
+            challenges: int | None = None, top: int = 25, circuit_dir: str | None = None) -> dict:
+    """One case: timed (``time_fn``, 5 repetitions after a warm-up), then
+    ``reps`` calls traced and summarized (``summarize``)."""
+    if reps < 1:
+        raise ValueError(f"profile: reps must be >= 1, got {reps}")
+    fn, args, label = stage(case, log_n, kind, size, challenges, circuit_dir)
+    timing = time_fn(fn, args, reps=5, target_s=0.0)
+    d = tempfile.mkdtemp(prefix="jaxprove-profile-")
+    try:
+        with jax.profiler.trace(d):
+            for _ in range(reps):
+                jax.block_until_ready(fn(*args))
+        files = glob.glob(f"{d}/**/*.xplane.pb", recursive=True)
+        if not files:
+            raise RuntimeError(f"profile: the trace wrote no .xplane.pb under {d}")
+        summary = summarize(files[0], reps, top)
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+    return {"case": f"profile.{case}", "size": label, "log_n": log_n if case != "spmv" else None,
+            "traced_calls": reps, "wall_s": timing["median_s"], "min_s": timing["min_s"],
+            "max_s": timing["max_s"], "timed_reps": timing["reps"], **summary}
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--case", choices=CASES, required=True)
+    ap.add_argument("--log-n", type=int, default=20, help="ntt, to_coset, h, msm: 2^k elements")
+    ap.add_argument("--kind", default="porep", help="spmv: the Filecoin proof kind")
+    ap.add_argument("--size", default="2KiB", help="spmv: the sector size")
+    ap.add_argument("--challenges", type=int, default=None, help="spmv: fewer challenges")
+    ap.add_argument("--circuit-dir", default=None,
+                    help="spmv: matrices stored there by bench.filecoin --circuit-dir")
+    ap.add_argument("--reps", type=int, default=3, help="calls traced")
+    ap.add_argument("--top", type=int, default=25)
+    ap.add_argument("--cache", action="store_true", help="persistent compilation cache")
+    ap.add_argument("--out", default=None, help="append the JSON record here")
+    a = ap.parse_args(argv)
+    if not 1 <= a.log_n <= 28:
+        ap.error(f"--log-n must be in [1, 28], got {a.log_n}")
+    if a.cache:
+        from jaxprove.cache import enable_compilation_cache
+        enable_compilation_cache()
+    rec = profile(a.case, a.log_n, a.reps, a.kind, a.size, a.challenges, a.top, a.circuit_dir)
+    emit({**rec, "command": argv_command(), **environment()}, a.out)
+
+
+if __name__ == "__main__":
+    main()

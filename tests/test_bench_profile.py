@@ -1,0 +1,44 @@
+"""bench.profile: a traced stage read back per kernel (on the CPU the host's
+XLA threads stand in for the device planes)."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from bench import profile as P
+
+
+def test_profile_reads_its_trace_back_per_event():
+    rec = P.profile("ntt", log_n=8, reps=2, top=5)
+    assert rec["case"] == "profile.ntt" and rec["size"] == "2^8" and rec["traced_calls"] == 2
+    assert rec["planes"] and rec["wall_s"] > 0 and rec["busy_ms_per_call"] > 0
+    assert 1 <= len(rec["top"]) <= 5
+    ms = [t["ms"] for t in rec["top"]]
+    assert ms == sorted(ms, reverse=True) and ms[0] > 0
+    assert all(0 < t["share"] <= 1 and t["count"] > 0 for t in rec["top"])
+
+
+def test_profile_spmv_of_a_filecoin_circuit_and_the_command_line(tmp_path, monkeypatch):
+    """The matrices come from where bench.filecoin stored them (a stored
+    copy is loaded, not recorded again)."""
+    from bench import filecoin as F
+    from jaxprove import pce
+    spec = F.spec_for("window-post", "2KiB", 1)
+    pce.save(pce.extract(spec.record()), str(tmp_path / "fc"), pce.cache_key(spec.topology))
+    recorded = []
+    monkeypatch.setattr(F, "spec_for", lambda *a: type(
+        "S", (), {"topology": spec.topology, "record": lambda self: recorded.append(1)})())
+    out = tmp_path / "p.jsonl"
+    P.main(["--case", "spmv", "--kind", "window-post", "--size", "2KiB", "--challenges", "1",
+            "--circuit-dir", str(tmp_path / "fc"), "--reps", "1", "--top", "3", "--out", str(out)])
+    assert not recorded
+    rec = json.loads(out.read_text())
+    assert rec["case"] == "profile.spmv" and rec["size"].startswith("window-post 2KiB c1: ")
+    assert rec["log_n"] is None and len(rec["top"]) == 3 and "command" in rec
+    with pytest.raises(SystemExit):
+        P.main(["--case", "ntt", "--log-n", "40"])
+    with pytest.raises(ValueError, match="reps must be >= 1"):
+        P.profile("ntt", log_n=4, reps=0)
+    with pytest.raises(ValueError, match="unknown case"):
+        P.stage("fft")

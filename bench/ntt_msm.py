@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
 import json
 import os
 import subprocess
@@ -121,17 +122,21 @@ def aot(fn, *args):
     return compiled, dt, mem
 
 
-def bench_ntt(log_ns, out, reps):
+def bench_ntt(log_ns, out, reps, passes=(N.PASSES,)):
+    """ntt of 2^k random values for each of ``passes`` (``ops.ntt._transform``:
+    "parts", "inplace"); checked by the inverse of the other kind's program."""
     key = jax.random.PRNGKey(0)
     for ln in log_ns:
         dom = N.domain(ln)
         x = rand_fr(jax.random.fold_in(key, ln), 1 << ln)
         # bring x to canonical Montgomery form (< r): values < 2^254 already are
-        f, comp, mem = aot(N.ntt, x, dom)
-        X = f(x, dom)
-        ok = bool(jnp.all(N.intt(X, dom) == x))
-        t = time_fn(f, (x, dom), reps=reps)
-        emit(base_record("ntt", ln, compile_s=comp, xla_peak_bytes=mem, checked=ok, **t), out)
+        for kind in passes:
+            f, comp, mem = aot(jax.jit(functools.partial(N.ntt, passes=kind)), x, dom)
+            X = f(x, dom)
+            ok = bool(jnp.all(N.intt(X, dom) == x))
+            t = time_fn(f, (x, dom), reps=reps)
+            emit(base_record("ntt" if kind == "parts" else f"ntt_{kind}", ln, compile_s=comp,
+                             xla_peak_bytes=mem, checked=ok, passes=kind, **t), out)
 
 
 def bench_msm(curve, log_ns, out, reps, bits=(), config=None):
@@ -279,6 +284,8 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ints = lambda s: [int(v) for v in s.split(",") if v]
     ap.add_argument("--ntt", type=ints, default=[])
+    ap.add_argument("--ntt-passes", default=N.PASSES,
+                    help="comma-separated: parts, inplace (ops.ntt._transform; hypothesis 31)")
     ap.add_argument("--g1", type=ints, default=[])
     ap.add_argument("--g2", type=ints, default=[])
     ap.add_argument("--bits", type=ints, default=[], help="G1 sizes for the 75%%-bits case")
@@ -292,7 +299,7 @@ def main():
     ap.add_argument("--out", default=None)
     a = ap.parse_args()
     if a.ntt:
-        bench_ntt(a.ntt, a.out, a.reps)
+        bench_ntt(a.ntt, a.out, a.reps, [p for p in a.ntt_passes.split(",") if p])
     if a.g1 or a.bits:
         bench_msm(G1, a.g1, a.out, a.reps, a.bits)
     if a.profile:

@@ -9,7 +9,8 @@ ops) that cost most, each with its share and, where the trace has it, the
 HLO text that names what it is (a fusion of slices, a gather, a Pallas
 kernel).  Cases:
 
-* ``ntt``: ``ops.ntt.ntt`` of 2^k random Fr (Montgomery forms);
+* ``ntt``: ``ops.ntt.ntt`` of 2^k random Fr (Montgomery forms), with
+  ``--passes`` (``ops.ntt._transform``: parts, inplace);
 * ``to_coset``: ``groth16._to_coset``, coset_ntt(intt(x)), the unit of the
   proof's h stage (three of its seven transforms' pairs);
 * ``h``: ``groth16._h_coefficients`` of random a, b, c: the whole ntt stage
@@ -33,6 +34,7 @@ events nest, so shares overlap there.
 from __future__ import annotations
 
 import argparse
+import functools
 import glob
 import shutil
 import tempfile
@@ -55,13 +57,15 @@ def rand_fr(key, shape):
 
 
 def stage(case: str, log_n: int = 20, kind: str = "porep", size: str = "2KiB",
-          challenges: int | None = None, circuit_dir: str | None = None):
+          challenges: int | None = None, circuit_dir: str | None = None,
+          passes: str | None = None):
     """(function, arguments, size label) of a case (module docstring)."""
     key = jax.random.PRNGKey(7)
     if case == "ntt":
         from ops import ntt as N
         dom = N.domain(log_n, cosets=False)
-        return jax.jit(N.ntt), (rand_fr(key, (1, 1 << log_n)), dom), f"2^{log_n}"
+        f = jax.jit(functools.partial(N.ntt, passes=passes or N.PASSES))
+        return f, (rand_fr(key, (1, 1 << log_n)), dom), f"2^{log_n}"
     if case == "to_coset":
         from jaxprove import groth16 as G
         from ops import ntt as N
@@ -137,12 +141,13 @@ def summarize(xplane: str, calls: int, top: int = 25) -> dict:
 
 
 def profile(case: str, log_n: int = 20, reps: int = 3, kind: str = "porep", size: str = "2KiB",
-            challenges: int | None = None, top: int = 25, circuit_dir: str | None = None) -> dict:
+            challenges: int | None = None, top: int = 25, circuit_dir: str | None = None,
+            passes: str | None = None) -> dict:
     """One case: timed (``time_fn``, 5 repetitions after a warm-up), then
     ``reps`` calls traced and summarized (``summarize``)."""
     if reps < 1:
         raise ValueError(f"profile: reps must be >= 1, got {reps}")
-    fn, args, label = stage(case, log_n, kind, size, challenges, circuit_dir)
+    fn, args, label = stage(case, log_n, kind, size, challenges, circuit_dir, passes)
     timing = time_fn(fn, args, reps=5, target_s=0.0)
     d = tempfile.mkdtemp(prefix="jaxprove-profile-")
     try:
@@ -155,7 +160,7 @@ def profile(case: str, log_n: int = 20, reps: int = 3, kind: str = "porep", size
         summary = summarize(files[0], reps, top)
     finally:
         shutil.rmtree(d, ignore_errors=True)
-    return {"case": f"profile.{case}", "size": label, "log_n": log_n if case != "spmv" else None,
+    return {"case": f"profile.{case}", "size": label, "passes": passes, "log_n": log_n if case != "spmv" else None,
             "traced_calls": reps, "wall_s": timing["median_s"], "min_s": timing["min_s"],
             "max_s": timing["max_s"], "timed_reps": timing["reps"], **summary}
 
@@ -169,6 +174,7 @@ def main(argv=None):
     ap.add_argument("--challenges", type=int, default=None, help="spmv: fewer challenges")
     ap.add_argument("--circuit-dir", default=None,
                     help="spmv: matrices stored there by bench.filecoin --circuit-dir")
+    ap.add_argument("--passes", default=None, help="ntt: parts or inplace (ops.ntt._transform)")
     ap.add_argument("--reps", type=int, default=3, help="calls traced")
     ap.add_argument("--top", type=int, default=25)
     ap.add_argument("--cache", action="store_true", help="persistent compilation cache")
@@ -179,7 +185,8 @@ def main(argv=None):
     if a.cache:
         from jaxprove.cache import enable_compilation_cache
         enable_compilation_cache()
-    rec = profile(a.case, a.log_n, a.reps, a.kind, a.size, a.challenges, a.top, a.circuit_dir)
+    rec = profile(a.case, a.log_n, a.reps, a.kind, a.size, a.challenges, a.top, a.circuit_dir,
+                  a.passes)
     emit({**rec, "command": argv_command(), **environment()}, a.out)
 
 

@@ -25,12 +25,20 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import math
 
 import jax
 import jax.numpy as jnp
+from jax import lax
 
-from ops.elementwise import elementwise
+from ops.elementwise import KernelConfig, _has_cuda, elementwise, x64
 from ops.field import Fr
+
+try:  # Pallas' Triton backend; absent on exotic jaxlib builds
+    from jax.experimental import pallas as pl
+    from jax.experimental.pallas import triton as plgpu
+except ImportError:  # pragma: no cover
+    pl = plgpu = None
 
 TWO_ADICITY = 32
 GENERATOR = 7                      # generates Fr*; also the coset shift g
@@ -102,12 +110,14 @@ RADIX_LOG = 3                      # stages fused per kernel (radix 8)
 
 
 @functools.lru_cache(maxsize=None)
-def _radix_kernel(r: int, inverse: bool):
+def _radix_formula(r: int, inverse: bool):
     """Radix-2^r DIT block: r consecutive radix-2 stages on 2^r elements
     x_q (q < 2^r) at stride h, with W = ω_{2^r·h}^j the block's twiddle.
     Stage t pairs (q, q + 2^t) for q with bit t clear, twiddle
     ω_{2^(t+1)·h}^j · ω_{2^(t+1)}^(q mod 2^t) = W^(2^(r−1−t)) · const,
-    (a, b) <- (a + tw·b, a − tw·b).  For the inverse the roots are inverted."""
+    (a, b) <- (a + tw·b, a − tw·b).  For the inverse the roots are inverted.
+    A formula (``ops.elementwise``): (ar, x_0, ..., x_{2^r−1}, W) -> the
+    2^r outputs."""
     p = Fr.p
 
     def root(order: int) -> int:          # primitive root of unity of this order (or its inverse)
@@ -131,9 +141,60 @@ def _radix_kernel(r: int, inverse: bool):
                 xs[q], xs[q + half] = ar.add(xs[q], u), ar.sub(xs[q], u)
         return tuple(xs)
 
+    return formula
+
+
+@functools.lru_cache(maxsize=None)
+def _radix_kernel(r: int, inverse: bool):
+    """``_radix_formula`` as an elementwise kernel over 2^r + 1 arrays."""
     n = 1 << r
-    return elementwise(formula, [(8,)] * (n + 1), [((8,), jnp.uint32)] * n, Fr.arith, Fr.config,
-                       name=f"Fr_ntt_radix{n}{'_inv' if inverse else ''}")
+    return elementwise(_radix_formula(r, inverse), [(8,)] * (n + 1), [((8,), jnp.uint32)] * n,
+                       Fr.arith, Fr.config, name=f"Fr_ntt_radix{n}{'_inv' if inverse else ''}")
+
+
+def _pass_blocks(m: int, h: int, lanes: int) -> tuple[int, int]:
+    """Block sizes (bm, bh) of an in-place pass over ``(8, m, 2^r, h)``: bh
+    along the twiddle axis (contiguous memory) up to ``lanes``, bm groups
+    so that bm·bh ≈ lanes; both powers of two dividing m and h."""
+    bh = min(h, lanes)
+    bm = min(max(lanes // bh, 1), m & -m)           # m & -m: the largest power of two dividing m
+    return bm, bh
+
+
+def _radix_pass(x4, w, r: int, inverse: bool, config: KernelConfig):
+    """One group of r radix-2 stages in place: x4 ``(8, m, 2^r, h)`` (limb,
+    group, the 2^r inputs of one butterfly block, position j < h), w the
+    twiddles W_j ``(8, h)`` -> x4 with every (group, j) block transformed by
+    ``_radix_formula``.  ONE Pallas kernel reads the 2^r strided inputs
+    straight from the array and writes them back in place
+    (``input_output_aliases``), each program a ``(bm, bh)`` tile of
+    (group, j) lanes (``_pass_blocks``); no slices or stacks around it."""
+    _, m, g, h = x4.shape
+    bm, bh = _pass_blocks(m, h, config.bn)
+    formula = _radix_formula(r, inverse)
+    arith = Fr.arith
+
+    def kernel(x_ref, w_ref, o_ref):
+        wl = [jnp.broadcast_to(w_ref[limb, :][None, :], (bm, bh)) for limb in range(Fr.L)]
+        xs = [[x_ref[limb, :, q, :] for limb in range(Fr.L)] for q in range(g)]
+        outs = formula(arith, *xs, wl)
+        for q, o in enumerate(outs):
+            for limb in range(Fr.L):
+                o_ref[limb, :, q, :] = jnp.broadcast_to(o[limb].astype(jnp.uint32), (bm, bh))
+
+    block = pl.BlockSpec((Fr.L, bm, g, bh), lambda i, j: (0, i, 0, j))
+    with x64():
+        return pl.pallas_call(
+            kernel,
+            out_shape=jax.ShapeDtypeStruct(x4.shape, jnp.uint32),
+            grid=(m // bm, h // bh),
+            in_specs=[block, pl.BlockSpec((Fr.L, bh), lambda i, j: (0, j))],
+            out_specs=block,
+            input_output_aliases={0: 0},
+            compiler_params=plgpu.CompilerParams(num_warps=config.num_warps, num_stages=1),
+            interpret=config.interpret,
+            name=f"Fr_ntt_pass{g}{'_inv' if inverse else ''}",
+        )(x4, w)
 
 
 def _bit_reverse(i, k: int):
@@ -150,69 +211,114 @@ def _check(x, dom: Domain, name: str):
         raise ValueError(f"{name}: last axis has {x.shape[-1]} elements, the domain has {dom.n}")
 
 
-def _transform(x, tw, log_n: int, inverse: bool):
+def _groups(log_n: int):
+    """(r, h) of each group of stages: r = ``RADIX_LOG`` stages (the last
+    group fewer) starting at stage s, h = 2^(s−1)."""
+    s = 1
+    while s <= log_n:
+        r = min(RADIX_LOG, log_n - s + 1)
+        yield r, 1 << (s - 1)
+        s += r
+
+
+def _transform(x, tw, log_n: int, inverse: bool, passes: str = "parts"):
     """Radix-2^r DIT over the last axis with twiddles tw[k] = ω_n^k (k < n/2;
     ω_n^(−k) when ``inverse``).
 
     After one bit-reversal gather, the k stages run in groups of r =
     ``RADIX_LOG`` (the last group smaller): a group starting at stage s views
     the array as ``(*lead, n/(2^r·h), 2^r, h)`` with h = 2^(s−1); the 2^r
-    slices along the third axis are the inputs of one radix-2^r kernel
-    (``_radix_kernel``) together with the twiddle W_j = ω_n^(j·n/(2^r·h)),
-    j < h, and its outputs are stacked back.  Only reshapes and slices
-    between groups, no gathers or scatters; ⌈k/r⌉ passes over the array."""
+    slices along the third axis are the inputs of one radix-2^r block
+    (``_radix_formula``) together with the twiddle W_j = ω_n^(j·n/(2^r·h)),
+    j < h.  ``passes``: "parts" — the slices are cut out as arrays, one
+    elementwise kernel (``_radix_kernel``) maps them and its outputs are
+    stacked back (XLA copies around every kernel); "inplace" — on CUDA one
+    Pallas kernel per group reads and writes the strided slices where they
+    lie (``_radix_pass``; the tests run it in interpret mode), elsewhere
+    "parts".  ⌈k/r⌉ passes over the array either way."""
+    if passes not in ("parts", "inplace"):
+        raise ValueError(f"ntt: passes must be 'parts' or 'inplace', got {passes!r}")
     n = 1 << log_n
     if log_n == 0:
         return x
-    lead = x.shape[:-1]
     idx = jnp.arange(n, dtype=jnp.int32)
     x = jnp.take(x, _bit_reverse(idx, log_n), axis=-1)
-    s = 1
-    while s <= log_n:
-        r = min(RADIX_LOG, log_n - s + 1)
-        h = 1 << (s - 1)
+    if passes == "parts" or pl is None or not _has_cuda():
+        return _parts(x, tw, log_n, inverse)
+    return lax.platform_dependent(
+        x, tw, default=lambda x, tw: _parts(x, tw, log_n, inverse),
+        cuda=lambda x, tw: _inplace(x, tw, log_n, inverse, Fr.config))
+
+
+def _twiddles(tw, n: int, g: int, h: int):
+    return tw[:, ::n // (g * h)][:, :h]                      # ω_n^(j·n/(2^r·h)), j < h
+
+
+def _parts(x, tw, log_n: int, inverse: bool):
+    """The groups with slices cut out and stacked back (``_transform``)."""
+    n = 1 << log_n
+    lead = x.shape[:-1]
+    for r, h in _groups(log_n):
         g = 1 << r
         xb = x.reshape(lead + (n // (g * h), g, h))
         parts = [xb[..., q, :].reshape(lead + (n // g,)) for q in range(g)]
-        w = tw[:, ::n // (g * h)][:, :h]                          # ω_n^(j·n/(2^r·h)), j < h
+        w = _twiddles(tw, n, g, h)
         w = jnp.broadcast_to(w.reshape((8,) + (1,) * (len(lead) - 1) + (1, h)),
                              (8,) + lead[1:] + (n // (g * h), h)).reshape(lead + (n // g,))
         outs = _radix_kernel(r, inverse)(*parts, w)
         x = jnp.stack([o.reshape(lead + (n // (g * h), h)) for o in outs], axis=-2).reshape(lead + (n,))
-        s += r
     return x
 
 
-@jax.jit
-def ntt(x, dom: Domain):
+def _inplace(x, tw, log_n: int, inverse: bool, config: KernelConfig):
+    """The groups as in-place Pallas passes (``_radix_pass``); the leading
+    axes fold into the group axis (a group never straddles two vectors)."""
+    n = 1 << log_n
+    shape = x.shape
+    total = math.prod(shape[1:])
+    for r, h in _groups(log_n):
+        g = 1 << r
+        x4 = x.reshape(Fr.L, total // (g * h), g, h)
+        x = _radix_pass(x4, _twiddles(tw, n, g, h), r, inverse, config)
+    return x.reshape(shape)
+
+
+# the transforms' passes (``_transform``): "parts" until the in-place kernel is measured on
+# the GPU (bench/NOTES.md hypothesis 31); every transform takes ``passes=`` to choose
+PASSES = "parts"
+_jit = functools.partial(jax.jit, static_argnames=("passes",))
+
+
+@_jit
+def ntt(x, dom: Domain, passes: str = PASSES):
     """Forward NTT along the last axis (natural order in and out)."""
     _check(x, dom, "ntt")
-    return _transform(x, dom.twiddles, dom.log_n, False)
+    return _transform(x, dom.twiddles, dom.log_n, False, passes)
 
 
-@jax.jit
-def intt(X, dom: Domain):
+@_jit
+def intt(X, dom: Domain, passes: str = PASSES):
     """Inverse NTT along the last axis."""
     _check(X, dom, "intt")
-    return Fr.mul(_transform(X, dom.inv_twiddles, dom.log_n, True), dom.n_inv)
+    return Fr.mul(_transform(X, dom.inv_twiddles, dom.log_n, True, passes), dom.n_inv)
 
 
-@jax.jit
-def coset_ntt(x, dom: Domain):
+@_jit
+def coset_ntt(x, dom: Domain, passes: str = PASSES):
     """Evaluations on the coset g·⟨ω⟩: ntt(g^i · x_i)."""
     _check(x, dom, "coset_ntt")
     if dom.coset is None:
         raise ValueError("coset_ntt: the domain was built with cosets=False")
-    return _transform(Fr.mul(x, dom.coset), dom.twiddles, dom.log_n, False)
+    return _transform(Fr.mul(x, dom.coset), dom.twiddles, dom.log_n, False, passes)
 
 
-@jax.jit
-def coset_intt(X, dom: Domain):
+@_jit
+def coset_intt(X, dom: Domain, passes: str = PASSES):
     """Inverse of coset_ntt: g^(−i) · intt(X)_i."""
     _check(X, dom, "coset_intt")
     if dom.inv_coset is None:
         raise ValueError("coset_intt: the domain was built with cosets=False")
-    return Fr.mul(_transform(X, dom.inv_twiddles, dom.log_n, True), dom.inv_coset)
+    return Fr.mul(_transform(X, dom.inv_twiddles, dom.log_n, True, passes), dom.inv_coset)
 
 
 def naive_ntt(xs: list[int], omega: int) -> list[int]:

@@ -64,3 +64,50 @@ def test_bad_input_is_named():
         N.ntt(jnp.zeros((12, 4), jnp.uint32), dom)
     with pytest.raises(ValueError, match="cosets=False"):
         N.coset_ntt(jnp.zeros((8, 4), jnp.uint32), N.domain(2, cosets=False))
+
+
+@pytest.mark.parametrize("k,batch", [(1, 1), (3, 2), (4, 3)])
+def test_inplace_passes_equal_the_naive_transform(k, batch):
+    """``_inplace`` (one Pallas kernel per group of stages, reading and
+    writing the strided slices in place; here in interpret mode, with 16
+    lanes per program so that a pass spans several programs along both grid
+    axes) against the O(n²) evaluation, forward and inverse, over a batch."""
+    from ops.elementwise import KernelConfig
+    rng = random.Random(300 + k)
+    n = 1 << k
+    xs = [Fr.random_ints(n, rng) for _ in range(batch)]
+    x = jnp.asarray(Fr.from_int(np.array(xs, dtype=object)))
+    dom = N.domain(k)
+    xb = jnp.take(x, N._bit_reverse(jnp.arange(n, dtype=jnp.int32), k), axis=-1)
+    cfg = KernelConfig(bn=16, interpret=True)
+    w = N.root_of_unity(k)
+    assert rows(N._inplace(xb, dom.twiddles, k, False, cfg)) == [N.naive_ntt(r, w) for r in xs]
+    inv = rows(N._inplace(xb, dom.inv_twiddles, k, True, cfg))        # unscaled: intt applies 1/n
+    assert inv == [N.naive_ntt(r, pow(w, -1, P)) for r in xs]
+
+
+def test_pass_blocks_divide_the_pass():
+    for m, h, lanes in [(1, 1, 128), (3 << 10, 1, 128), (24, 64, 128), (8, 1 << 20, 128),
+                        (6, 4, 16)]:
+        bm, bh = N._pass_blocks(m, h, lanes)
+        assert m % bm == 0 and h % bh == 0 and bm * bh <= lanes
+        assert bh == min(h, lanes) and (bm * bh == lanes or bm == m & -m)
+
+
+def test_inplace_pass_lowers_for_cuda():
+    """The in-place pass's Pallas kernel lowers to Triton (4-D blocks read
+    with integer indices), checked on a CPU-only host: one kernel per group
+    of stages, 4 groups for 2^12."""
+    import jax
+    from ops.elementwise import KernelConfig
+    k = 12
+    x = jnp.zeros((8, 3, 1 << k), jnp.uint32)
+    dom = N.domain(k, cosets=False)
+    f = jax.jit(lambda x, tw: N._inplace(x, tw, k, False, KernelConfig()))
+    text = f.trace(x, dom.twiddles).lower(lowering_platforms=("cuda",)).as_text()
+    assert text.count("__gpu$xla.gpu.triton") == 4
+
+
+def test_passes_are_named():
+    with pytest.raises(ValueError, match="passes must be 'parts' or 'inplace'"):
+        N.ntt(jnp.zeros((8, 4), jnp.uint32), N.domain(2), passes="fast")

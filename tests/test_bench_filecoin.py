@@ -162,6 +162,25 @@ def test_porep_job_is_partition_zero_alone():
     assert len(F.synthetic_parts("window-post", "2KiB", challenges=1)) == 1
 
 
+def test_synthetic_job_is_kept_for_the_next_process(tmp_path, monkeypatch):
+    """With a directory the job is made once and read back after (the 32GiB
+    WindowPoSt job took 95-105 s, made twice per device session): the same
+    partitions, a file per seed, and nothing left half-written."""
+    made = []
+    spec_for = F.spec_for
+    monkeypatch.setattr(F, "spec_for", lambda *a: made.append(a) or spec_for(*a))
+    first = F.synthetic_parts("window-post", "2KiB", 1, 5, str(tmp_path / "d"))
+    again = F.synthetic_parts("window-post", "2KiB", 1, 5, str(tmp_path / "d"))
+    assert len(made) == 1 and len(again) == len(first) == 1
+    import pickle
+    assert pickle.dumps(again) == pickle.dumps(first)
+    assert F._expected_public(again[0]) == F._expected_public(first[0])
+    F.synthetic_parts("window-post", "2KiB", 1, 6, str(tmp_path / "d"))
+    names = sorted(p.name for p in (tmp_path / "d").iterdir())
+    assert len(made) == 2 and len(names) == 2 and all(n.endswith(".pkl") for n in names)
+    assert "-s5-" in names[0] and "-s6-" in names[1]
+
+
 def test_bad_arguments():
     with pytest.raises(ValueError, match="unknown proof kind 'post'"):
         F.spec_for("post", "2KiB")

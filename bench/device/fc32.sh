@@ -59,7 +59,7 @@ import time, jax
 from jaxprove.cache import enable_compilation_cache as e; e()
 from bench import filecoin as F
 s = F.spec_for('$K', '$Z'); t = time.perf_counter()
-p = F.synthetic_parts('$K', '$Z'); print('synthetic', time.perf_counter() - t, flush=True)
+p = F.synthetic_parts('$K', '$Z', directory='$D'); print('synthetic', time.perf_counter() - t, flush=True)
 t = time.perf_counter(); jax.block_until_ready(s.witness(p[:1])); print('witness first', time.perf_counter() - t)
 t = time.perf_counter(); jax.block_until_ready(s.witness(p[:1])); print('witness warm', time.perf_counter() - t)
 " > "$R/warm.log" 2>&1

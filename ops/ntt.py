@@ -18,8 +18,11 @@ Structure: iterative Cooley–Tukey (DIT) after a bit-reversal gather, with
 three radix-2 stages fused into one radix-8 kernel: each group of stages
 splits the array into its 8 strided parts by a reshape and slices (no
 gathers or scatters), calls one kernel and stacks the results back, so a
-2^24 transform is 8 passes over memory instead of 24.  (A four-step split into cache-sized passes is the
-planned optimisation: bench/NOTES.md.)
+2^24 transform is 8 passes over memory instead of 24.  ``passes="inplace"``
+(on CUDA) runs each group as one Pallas kernel that reads and writes the
+strided parts where they lie, without the slices and stacks around it;
+"parts" stays the default until the GPU says which is faster (bench/NOTES.md
+hypothesis 31).
 """
 from __future__ import annotations
 

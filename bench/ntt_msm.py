@@ -124,7 +124,7 @@ def aot(fn, *args):
 
 def bench_ntt(log_ns, out, reps, passes=(N.PASSES,)):
     """ntt of 2^k random values for each of ``passes`` (``ops.ntt._transform``:
-    "parts", "inplace"); checked by the inverse of the other kind's program."""
+    "parts", "inplace"); each checked by ``intt`` (default passes) giving x back."""
     key = jax.random.PRNGKey(0)
     for ln in log_ns:
         dom = N.domain(ln)

@@ -44,16 +44,15 @@ import jax
 import jax.numpy as jnp
 
 from bench.common import argv_command, emit, environment, time_fn
+from bench.ntt_msm import make_bases, rand_fr
 
 CASES = ("ntt", "to_coset", "h", "msm", "spmv")
 SKIP_LINES = ("XLA Modules", "Steps", "Framework", "Source", "python", "TraceMe", "Task")
 
 
-def rand_fr(key, shape):
-    """Uniform values < 2^254 (< r), used directly as Montgomery forms:
-    Fr ``(8, *shape)``."""
-    x = jax.random.bits(key, (8,) + tuple(shape), jnp.uint32)
-    return x.at[7].set(x[7] & jnp.uint32(0x3FFFFFFF))
+def _vector(key, n):
+    """One instance of n random Fr values ``(8, 1, n)`` (``ntt_msm.rand_fr``)."""
+    return rand_fr(key, n)[:, None, :]
 
 
 def stage(case: str, log_n: int = 20, kind: str = "porep", size: str = "2KiB",
@@ -65,27 +64,26 @@ def stage(case: str, log_n: int = 20, kind: str = "porep", size: str = "2KiB",
         from ops import ntt as N
         dom = N.domain(log_n, cosets=False)
         f = jax.jit(functools.partial(N.ntt, passes=passes or N.PASSES))
-        return f, (rand_fr(key, (1, 1 << log_n)), dom), f"2^{log_n}"
+        return f, (_vector(key, 1 << log_n), dom), f"2^{log_n}"
     if case == "to_coset":
         from jaxprove import groth16 as G
         from ops import ntt as N
         dom = N.domain(log_n)
-        x = rand_fr(key, (1, 1 << log_n))
+        x = _vector(key, 1 << log_n)
         # _to_coset donates its input: each call gets a fresh copy
         return (lambda x, dom: G._to_coset(jnp.copy(x), dom)), (x, dom), f"2^{log_n}"
     if case == "h":
         from jaxprove import groth16 as G
         from ops import ntt as N
         dom = N.domain(log_n)
-        abc = [rand_fr(jax.random.fold_in(key, i), (1, 1 << log_n)) for i in range(3)]
+        abc = [_vector(jax.random.fold_in(key, i), 1 << log_n) for i in range(3)]
         return (lambda a, b, c, dom: G._h_coefficients(jnp.copy(a), jnp.copy(b), jnp.copy(c),
                                                          dom)), (*abc, dom), f"2^{log_n}"
     if case == "msm":
         from ops import msm as M
         from ops.curve import G1
-        g = G1.generator_affine()
-        bases = G1.to_affine(G1.fixed_base_mul(g, rand_fr(key, (1 << log_n,)), window=8))
-        s = rand_fr(jax.random.fold_in(key, 1), (1, 1 << log_n))
+        bases = make_bases(G1, rand_fr(key, 1 << log_n))
+        s = _vector(jax.random.fold_in(key, 1), 1 << log_n)
         return (lambda b, s: M.msm(G1, b, s)), (bases, s), f"2^{log_n}"
     if case == "spmv":
         from bench import filecoin as F
@@ -94,7 +92,7 @@ def stage(case: str, log_n: int = 20, kind: str = "porep", size: str = "2KiB",
         m = pce.load(circuit_dir, pce.cache_key(spec.topology)) if circuit_dir else None
         if m is None:
             m = pce.extract(spec.record())
-        w = rand_fr(key, (1, m.num_vars))
+        w = _vector(key, m.num_vars)
         label = f"{kind} {size}" + (f" c{challenges}" if challenges else "")
         return jax.jit(pce.evaluate), (m, w), f"{label}: {m.rows} rows"
     raise ValueError(f"profile: unknown case {case!r} (one of {', '.join(CASES)})")
@@ -160,8 +158,8 @@ def profile(case: str, log_n: int = 20, reps: int = 3, kind: str = "porep", size
         summary = summarize(files[0], reps, top)
     finally:
         shutil.rmtree(d, ignore_errors=True)
-    return {"case": f"profile.{case}", "size": label, "passes": passes, "log_n": log_n if case != "spmv" else None,
-            "traced_calls": reps, "wall_s": timing["median_s"], "min_s": timing["min_s"],
+    return {"case": f"profile.{case}", "size": label, "passes": passes,
+            "log_n": log_n if case != "spmv" else None, "traced_calls": reps, "wall_s": timing["median_s"], "min_s": timing["min_s"],
             "max_s": timing["max_s"], "timed_reps": timing["reps"], **summary}
 
 

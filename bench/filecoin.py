@@ -290,8 +290,9 @@ def _merged_msm_bytes(curve, bases: int, general: int, cfg) -> int:
 # one of them to the coset in its own buffer plus an NTT pass's output, the quotient's
 # temporaries).  Counted, not measured.
 NTT_VECTORS = 6
-# the ops.ntt.Domain: ω^j and ω^−j for j < m/2, g^i and g^−i·m⁻¹ for i < m (Fr): 3 vectors
-DOMAIN_VECTORS = 3
+# the ops.ntt.Domain: ω^j and ω^−j for j < m/2 (Fr): 1 vector (the coset powers are two
+# short tables, ops.ntt.PowerTable; until session 14 two more vectors of m)
+DOMAIN_VECTORS = 1
 SETUP_CHUNK_BYTES = 4 << 30   # one fixed-base chunk (2^20 G2 points, tables, temporaries), generous
 # the least MSM budget a key-resident 2^27 proof is planned with (it runs with 80% of the
 # device's free memory: groth16.prove_msms)
@@ -637,7 +638,7 @@ def _timed_proofs(prover, res, w, reps: int, msm_budget, want: list, what: str):
     """A warm-up proof, then ``reps`` timed ones of the witness ``w`` (one
     instance): (record fields, the last proof, its public inputs)."""
     t = time.perf_counter()
-    prover.prove(res, w, [True], msm_budget)
+    prover.prove(res, w, [True], msm_budget, on_stage=_progress(what, t))
     first = time.perf_counter() - t
     _say(f"{what}: first proof {first:.1f} s; timing {reps}")
     totals, per_stage = [], {}
@@ -657,6 +658,20 @@ def _timed_proofs(prover, res, w, reps: int, msm_budget, want: list, what: str):
                  stages_median_s={k: statistics.median(v) for k, v in per_stage.items()},
                  public_inputs=len(public), public_match=True, peak_bytes=peak_memory_bytes()),
             proof, public)
+
+
+def _progress(what: str, start: float, every: float = 30.0):
+    """An ``on_stage`` for a first proof (its compiles take minutes at 32GiB):
+    says which stage finished or is running, at most every ``every`` seconds
+    within a stage (chunked MSMs call it between chunks)."""
+    last = {"stage": None, "at": start}
+
+    def on_stage(stage: str) -> None:
+        now = time.perf_counter()
+        if stage != last["stage"] or now - last["at"] >= every:
+            _say(f"{what}: first proof: {stage} at {now - start:.1f} s")
+            last.update(stage=stage, at=now)
+    return on_stage
 
 
 def _save(save: str, name: str, vk, proof, public) -> None:

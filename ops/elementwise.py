@@ -20,7 +20,9 @@ contiguous, any batch shape, arguments broadcast against each other):
 
 The choice is made at lowering time (``lax.platform_dependent``), so a
 function jitted once runs on whichever device its inputs live on; a process
-without a CUDA backend traces only the CPU path (the Pallas kernels are still
+without a CUDA backend, or a computation placed on the CPU (a
+``jax.default_device`` CPU context or committed CPU arrays: ``ops.platform``),
+traces only the CPU path (the Pallas kernels are still
 checked on the CPU by ``KernelConfig(interpret=True)`` in the tests).  64-bit
 intermediate types are enabled only while the formula is traced
 (``jax.enable_x64`` as a context manager); the user's global setting is never
@@ -29,7 +31,6 @@ touched.
 from __future__ import annotations
 
 import dataclasses
-import functools
 import math
 from typing import Callable, Sequence
 
@@ -38,6 +39,7 @@ import jax.numpy as jnp
 from jax import lax
 
 from ops.interpret import Recorder, compile_program, run
+from ops.platform import cuda_possible
 from ops.limbs import Unroll
 
 try:  # Pallas' Triton backend; absent on exotic jaxlib builds
@@ -104,16 +106,6 @@ def _broadcast(a, pre: tuple, batch: tuple):
     b = a.shape[len(pre):]
     a = a.reshape(pre + (1,) * (len(batch) - len(b)) + b)
     return jnp.broadcast_to(a, pre + batch)
-
-
-@functools.lru_cache(maxsize=None)
-def _has_cuda() -> bool:
-    """Whether this process has a CUDA backend (else tracing the Pallas
-    branch of every kernel is wasted work: ~90% of the CPU trace time)."""
-    try:
-        return len(jax.devices("cuda")) > 0
-    except RuntimeError:
-        return False
 
 
 def _as_u32(v):
@@ -235,8 +227,8 @@ def elementwise(formula: Callable, in_prefixes: Sequence[tuple], out_types: Sequ
                 raise TypeError(f"{name}: limb arrays must be uint32, got {a.dtype}")
         if config.interpret:
             return finish(pallas_path(*args))
-        if pl is None or not (_has_cuda() or config.debug):
-            # no CUDA backend: the kernel branch can never run (debug: lowered for CUDA anyway,
+        if pl is None or not (cuda_possible(*args) or config.debug):
+            # no CUDA backend, or placed on the CPU: the kernel branch can never run (debug: lowered for CUDA anyway,
             # so bench.kernel_size can count a kernel's Triton IR on a CPU-only host)
             return finish(xla_path(*args))
         outs = lax.platform_dependent(*args, default=xla_path, cuda=pallas_path)

@@ -86,31 +86,17 @@ class Stage:
 
 
 class Tables(NamedTuple):
-    """(lo, hi) power tables, each ``(8, 2^s)`` and ``(8, 2^(log n − s))``,
-    s = ⌈log n/2⌉: base^e = lo[e mod 2^s] · hi[e div 2^s] for e < n."""
-    omega: tuple
-    omega_inv: tuple
-    g: tuple
-    g_inv: tuple
-
-
-def _pow_table(base: int, log_n: int) -> tuple:
-    s = (log_n + 1) // 2
-    return N._powers(base, 1 << s), N._powers(pow(base, 1 << s, Fr.p), 1 << (log_n - s))
+    """The ``ops.ntt.PowerTable`` of ω, ω⁻¹, g and g⁻¹ for exponents < n."""
+    omega: N.PowerTable
+    omega_inv: N.PowerTable
+    g: N.PowerTable
+    g_inv: N.PowerTable
 
 
 def tables(log_n: int) -> Tables:
     """The four tables of a length-2^log_n transform on the default device."""
     w, g = N.root_of_unity(log_n), N.GENERATOR
-    return Tables(*(_pow_table(b, log_n) for b in (w, pow(w, -1, Fr.p), g, pow(g, -1, Fr.p))))
-
-
-def _pow_at(table: tuple, e):
-    """base^e for a uint32 exponent array e (< n): Fr ``(8, *e.shape)``."""
-    lo, hi = table
-    s = lo.shape[1].bit_length() - 1
-    return Fr.mul(jnp.take(lo, e & jnp.uint32(lo.shape[1] - 1), axis=1),
-                  jnp.take(hi, e >> jnp.uint32(s), axis=1))
+    return Tables(*(N.power_table(b, log_n) for b in (w, pow(w, -1, Fr.p), g, pow(g, -1, Fr.p))))
 
 
 def apply_stage(x, q0, stage: Stage, tabs: Tables, dom: N.Domain, log_n: int):
@@ -122,13 +108,13 @@ def apply_stage(x, q0, stage: Stage, tabs: Tables, dom: N.Domain, log_n: int):
     p = jnp.arange(L, dtype=jnp.uint32)[None, :]
     index = p * jnp.uint32((1 << log_n) // L) + q                 # (lines, L)
     if stage.pre_coset:
-        x = Fr.mul(x, _pow_at(tabs.g, index))
+        x = Fr.mul(x, N.powers_at(tabs.g, index))
     x = (N.intt if stage.inverse else N.ntt)(x, dom)
     if stage.twiddle:
         e = (q * p) & jnp.uint32((1 << log_n) - 1)
-        x = Fr.mul(x, _pow_at(tabs.omega_inv if stage.inverse else tabs.omega, e))
+        x = Fr.mul(x, N.powers_at(tabs.omega_inv if stage.inverse else tabs.omega, e))
     if stage.post_coset:
-        x = Fr.mul(x, _pow_at(tabs.g_inv, index))
+        x = Fr.mul(x, N.powers_at(tabs.g_inv, index))
     return x
 
 

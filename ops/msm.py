@@ -67,7 +67,7 @@ from jax import lax
 
 from ops import aot, segsum
 from ops.curve import Curve
-from ops.elementwise import _has_cuda
+from ops.platform import cuda_possible, platform
 from ops.field import Fr
 
 SCALAR_BITS = 256            # windows cover 256 bits, so a signed top digit never carries out
@@ -140,20 +140,7 @@ def default_config(*like) -> MSMConfig:
     host-CPU computation of a GPU machine (the engine's verification, whose
     IC sum is an MSM) made a 2-point MSM ~100x slower (bench/NOTES.md,
     session 13)."""
-    return GPU_CONFIG if _platform(like) == "gpu" else CPU_CONFIG
-
-
-def _platform(like) -> str:
-    for x in jax.tree_util.tree_leaves(like):
-        if isinstance(x, jax.Array) and not isinstance(x, jax.core.Tracer) and x.committed:
-            return next(iter(x.devices())).platform
-    dev = jax.config.jax_default_device
-    if isinstance(dev, str):                         # a platform name: "cpu", "cuda", ...
-        name = dev.split(":")[0].lower()
-        return "gpu" if name in ("cuda", "rocm", "gpu") else name
-    if dev is not None:
-        return dev.platform
-    return jax.default_backend()
+    return GPU_CONFIG if platform(*like) == "gpu" else CPU_CONFIG
 
 
 def num_windows(c: int) -> int:
@@ -312,7 +299,7 @@ def _fused_or_loop(curve: Curve, cfg: MSMConfig, fused, loop):
         return loop()
     if curve.config.interpret:
         return fused()
-    if not _has_cuda():
+    if not cuda_possible():
         return loop()
     return lax.platform_dependent(default=loop, cuda=fused)
 

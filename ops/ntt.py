@@ -12,7 +12,11 @@ Arrays are Fr elements ``(8, *batch, n)``: the transform runs along the last
 axis, every leading batch axis is transformed independently (Groth16 runs a,
 b, c together).  Domain data (twiddles, coset powers, n⁻¹) lives in a
 ``Domain`` pytree that the caller builds once per size and passes in, so it is
-device-resident and never baked into a compiled program as a constant.
+device-resident and never baked into a compiled program as a constant.  The
+coset powers g^i are two short tables (``PowerTable``, O(√n) each), applied
+chunk by chunk (``scale_by_powers``): a length-n coset vector is 4 GiB at
+2^27, and two of them decided whether a 32GiB partition's proof fits beside
+its resident key (bench/NOTES.md, session 14).
 
 Structure: iterative Cooley–Tukey (DIT) after a bit-reversal gather, with
 three radix-2 stages fused into one radix-8 kernel: each group of stages
@@ -29,12 +33,14 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
 from jax import lax
 
-from ops.elementwise import KernelConfig, _has_cuda, elementwise, x64
+from ops.elementwise import KernelConfig, elementwise, x64
+from ops.platform import cuda_possible
 from ops.field import Fr
 
 try:  # Pallas' Triton backend; absent on exotic jaxlib builds
@@ -72,6 +78,67 @@ def _powers(base: int, count: int) -> jnp.ndarray:
     return Fr.mul(hi, lo).reshape(8, b1 * b2)[:, :count]
 
 
+class PowerTable(NamedTuple):
+    """base^e·scale for exponents e < 2^log_n as two short tables:
+    lo ``(8, 2^s)`` = base^j and hi ``(8, 2^(log_n − s))`` = base^(2^s·i)·scale,
+    s = ⌈log_n/2⌉, so base^e·scale = lo[e mod 2^s]·hi[e div 2^s]."""
+    lo: jnp.ndarray
+    hi: jnp.ndarray
+
+
+def power_table(base: int, log_n: int, scale: int = 1) -> PowerTable:
+    """The ``PowerTable`` of ``base`` (times ``scale``) on the default device."""
+    s = (log_n + 1) // 2
+    hi = _powers(pow(base, 1 << s, Fr.p), 1 << (log_n - s))
+    if scale != 1:
+        hi = Fr.mul(hi, Fr.constant(scale % Fr.p, (1,)))
+    return PowerTable(_powers(base, 1 << s), hi)
+
+
+def _factors(table: PowerTable, e):
+    """(lo[e mod 2^s], hi[e div 2^s]): the two factors of base^e·scale."""
+    lo, hi = table
+    s = lo.shape[1].bit_length() - 1
+    return (jnp.take(lo, e & jnp.uint32(lo.shape[1] - 1), axis=1),
+            jnp.take(hi, e >> jnp.uint32(s), axis=1))
+
+
+def powers_at(table: PowerTable, e):
+    """base^e·scale for a uint32 exponent array e (< 2^log_n): Fr ``(8, *e.shape)``."""
+    return Fr.mul(*_factors(table, e))
+
+
+@functools.lru_cache(maxsize=None)
+def _mul3():
+    """x·a·b in one elementwise kernel (one pass over x instead of two)."""
+    return Fr._ew(lambda ar, x, a, b: ar.mul(ar.mul(x, a), b), 3, name="mul3")
+
+
+# elements per chunk of ``scale_by_powers`` (times the batch): its temporaries are a few
+# chunks (the exponents' powers, the scaled part), 128 MiB each at 2^22
+SCALE_CHUNK = 1 << 22
+
+
+def scale_by_powers(x, table: PowerTable, chunk: int = SCALE_CHUNK):
+    """x_i · base^i·scale along the last axis: x ``(8, *batch, n)`` with n ≤
+    the table's 2^log_n.  The powers are made from the table chunk by chunk
+    (≤ ``chunk`` elements of x per step, a ``lax.fori_loop`` that updates x
+    in place), so no length-n vector of powers exists."""
+    n = x.shape[-1]
+    batch = math.prod(x.shape[1:-1])
+    cs = 1 << max(0, (max(1, chunk // max(batch, 1))).bit_length() - 1)
+    if n <= cs or n % cs:
+        return _mul3()(x, *_factors(table, jnp.arange(n, dtype=jnp.uint32)))
+
+    def step(k, x):
+        lo = k * cs
+        part = lax.dynamic_slice_in_dim(x, lo, cs, axis=-1)
+        e = lo.astype(jnp.uint32) + jnp.arange(cs, dtype=jnp.uint32)
+        return lax.dynamic_update_slice_in_dim(x, _mul3()(part, *_factors(table, e)), lo, axis=-1)
+
+    return lax.fori_loop(0, n // cs, step, x)
+
+
 @functools.partial(jax.tree_util.register_dataclass,
                    data_fields=["twiddles", "inv_twiddles", "n_inv", "coset", "inv_coset"],
                    meta_fields=["log_n"])
@@ -80,14 +147,14 @@ class Domain:
     """Evaluation domain of size 2^log_n.
 
     twiddles / inv_twiddles: ω^j / ω^(−j) for j < n/2, ``(8, n/2)``;
-    n_inv: ``(8,)``; coset / inv_coset: g^i and g^(−i)·n⁻¹ for i < n, ``(8, n)``
-    (or None when built without cosets)."""
+    n_inv: ``(8,)``; coset / inv_coset: ``PowerTable`` of g^i and g^(−i)·n⁻¹
+    for i < n (or None when built without cosets)."""
     log_n: int
     twiddles: jnp.ndarray
     inv_twiddles: jnp.ndarray
     n_inv: jnp.ndarray
-    coset: jnp.ndarray | None
-    inv_coset: jnp.ndarray | None
+    coset: PowerTable | None
+    inv_coset: PowerTable | None
 
     @property
     def n(self) -> int:
@@ -104,8 +171,8 @@ def domain(log_n: int, cosets: bool = True) -> Domain:
     n_inv = pow(n, -1, Fr.p)
     co = ico = None
     if cosets:
-        co = _powers(GENERATOR, n)
-        ico = Fr.mul(_powers(pow(GENERATOR, -1, Fr.p), n), Fr.constant(n_inv, (1,)))
+        co = power_table(GENERATOR, log_n)
+        ico = power_table(pow(GENERATOR, -1, Fr.p), log_n, n_inv)
     return Domain(log_n, tw, itw, jnp.asarray(Fr.from_int(n_inv)), co, ico)
 
 
@@ -246,7 +313,7 @@ def _transform(x, tw, log_n: int, inverse: bool, passes: str = "parts"):
         return x
     idx = jnp.arange(n, dtype=jnp.int32)
     x = jnp.take(x, _bit_reverse(idx, log_n), axis=-1)
-    if passes == "parts" or pl is None or not _has_cuda():
+    if passes == "parts" or pl is None or not cuda_possible(x):
         return _parts(x, tw, log_n, inverse)
     return lax.platform_dependent(
         x, tw, default=lambda x, tw: _parts(x, tw, log_n, inverse),
@@ -312,7 +379,7 @@ def coset_ntt(x, dom: Domain, passes: str = PASSES):
     _check(x, dom, "coset_ntt")
     if dom.coset is None:
         raise ValueError("coset_ntt: the domain was built with cosets=False")
-    return _transform(Fr.mul(x, dom.coset), dom.twiddles, dom.log_n, False, passes)
+    return _transform(scale_by_powers(x, dom.coset), dom.twiddles, dom.log_n, False, passes)
 
 
 @_jit
@@ -321,7 +388,7 @@ def coset_intt(X, dom: Domain, passes: str = PASSES):
     _check(X, dom, "coset_intt")
     if dom.inv_coset is None:
         raise ValueError("coset_intt: the domain was built with cosets=False")
-    return Fr.mul(_transform(X, dom.inv_twiddles, dom.log_n, True, passes), dom.inv_coset)
+    return scale_by_powers(_transform(X, dom.inv_twiddles, dom.log_n, True, passes), dom.inv_coset)
 
 
 def naive_ntt(xs: list[int], omega: int) -> list[int]:

@@ -303,3 +303,17 @@ def test_streaming_then_resident_proves_twice_from_one_setup(tmp_path):
         assert bool(np.asarray(G.verify(vk, [public], pr)).reshape(-1)[0]) is True
         changed = [public[0] + 1] + public[1:]
         assert bool(np.asarray(G.verify(vk, [changed], pr)).reshape(-1)[0]) is False
+
+
+def test_first_proof_progress_names_each_stage_once(capsys, monkeypatch):
+    """A first proof's compiles take minutes at 32GiB: each stage is named
+    when it is first reported, repeated chunk calls within a stage are not
+    (unless ``every`` seconds passed)."""
+    clock = iter([1.0, 2.0, 3.0, 4.0, 50.0])
+    monkeypatch.setattr(F.time, "perf_counter", lambda: next(clock))
+    on = F._progress("x", 0.0, every=30.0)
+    for stage in ("spmv", "ntt", "msm_a", "msm_a", "msm_a"):
+        on(stage)
+    lines = [ln.split("] ", 1)[1] for ln in capsys.readouterr().err.splitlines()]
+    assert lines == ["x: first proof: spmv at 1.0 s", "x: first proof: ntt at 2.0 s",
+                     "x: first proof: msm_a at 3.0 s", "x: first proof: msm_a at 50.0 s"]

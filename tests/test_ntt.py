@@ -56,6 +56,29 @@ def test_coset_ntt_evaluates_on_shifted_domain(case):
     assert rows(N.coset_intt(X, dom)) == xs
 
 
+@pytest.mark.parametrize("log_n,batch,chunk", [(0, 1, 4), (5, 1, 4), (5, 3, 8), (6, 2, 1 << 22)])
+def test_scale_by_powers_equals_python_powers(log_n, batch, chunk):
+    """x_i·base^i·scale from the two short tables, chunk by chunk (small
+    chunks: the in-place loop; a large one: one product), against ints."""
+    rng = random.Random(log_n * 10 + batch)
+    n, base, scale = 1 << log_n, rng.randrange(2, P), rng.randrange(1, P)
+    xs = [Fr.random_ints(n, rng) for _ in range(batch)]
+    x = jnp.asarray(Fr.from_int(np.array(xs, dtype=object)))     # (8, batch, n)
+    table = N.power_table(base, log_n, scale)
+    assert table.lo.shape[1] * table.hi.shape[1] == n and table.lo.shape[1] >= table.hi.shape[1]
+    got = rows(N.scale_by_powers(x, table, chunk))
+    assert got == [[v * pow(base, i, P) * scale % P for i, v in enumerate(r)] for r in xs]
+
+
+def test_domain_holds_no_length_n_coset_vectors():
+    """A 2^12 domain's coset data is O(√n) (at 2^27 the old length-n coset
+    vectors were 8 GiB of a resident proof's device memory)."""
+    dom = N.domain(12)
+    assert dom.twiddles.shape == (8, 1 << 11)
+    sizes = [a.shape[-1] for a in (*dom.coset, *dom.inv_coset)]
+    assert sizes == [64, 64, 64, 64]
+
+
 def test_bad_input_is_named():
     dom = N.domain(2)
     with pytest.raises(ValueError, match="domain has 4"):

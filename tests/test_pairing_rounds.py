@@ -156,7 +156,9 @@ def test_dispatch_is_chosen_per_lowering_platform(monkeypatch):
     x, y = (jnp.asarray(Fq.from_int([rng.randrange(P) for _ in range(2)])) for _ in range(2))
     marker = lambda x, y: x                                           # noqa: E731: "the kernel"
     g = F.dispatch_rounds(formula, [(12,)] * 2, [(12,)], P_FQ, Fq12.config, marker)
-    monkeypatch.setattr(F, "_has_cuda", lambda: True)                 # "a GPU machine"
+    from ops import platform
+    monkeypatch.setattr(platform, "has_cuda", lambda: True)          # "a GPU machine"
+    monkeypatch.setattr(jax, "default_backend", lambda: "gpu")
     cpu = jax.devices("cpu")[0]
     with jax.default_device(cpu):
         got = jax.jit(g)(jax.device_put(x, cpu), jax.device_put(y, cpu))

@@ -10,7 +10,8 @@
 #    latency and steady-state throughput, keys resident;
 # 3. the same within a 16 GiB budget (streaming mode: the 16 GB-card path);
 # 4. mixed: PoRep-shaped jobs in flight while the real 32GiB WinningPoSt arrives every 5 s
-#    (its latency under load).  Every step runs under JAX_LOG_COMPILES=1 (hypotheses 26, 30:
+#    (its latency under load).  Every step runs under JAX_LOG_COMPILES=1 and
+#    JAX_EXPLAIN_CACHE_MISSES=1 (hypotheses 26, 30:
 #    bench.compile_log sums a log).
 # $STEPS picks and orders them (default "shaped budget mixed"); every record goes to
 # $R/engine.jsonl, each step's log to $R/<step>.log; `done` marks the end.
@@ -26,7 +27,7 @@ say() { echo "[$(date +%T)] $*" >> "$R/pipe.log"; }
 say "start at ${JAXPROVE_COMMIT:-unknown commit}"
 say "$(bash "$(dirname "$0")/cache.sh" unpack 2>&1)"
 ROWS=${ROWS:-4000000} PARTS=${PARTS:-10}
-E="env JAX_LOG_COMPILES=1 python3 -m bench.engine --rows $ROWS --partitions $PARTS --cache --out $R/engine.jsonl"
+E="env JAX_LOG_COMPILES=1 JAX_EXPLAIN_CACHE_MISSES=1 python3 -m bench.engine --rows $ROWS --partitions $PARTS --cache --out $R/engine.jsonl"
 for step in ${STEPS:-shaped budget mixed}; do
     case $step in
     shaped) cmd="$E --case porep_shaped --proofs 5" ;;

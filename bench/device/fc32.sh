@@ -69,7 +69,9 @@ t = time.perf_counter(); jax.block_until_ready(s.witness(p[:1])); print('witness
 GPU=$!
 wait $REC $GPU
 say "proving"
-XLA_PYTHON_CLIENT_MEM_FRACTION=0.95 timeout 1500 python3 -m bench.filecoin --kinds "$K" \
+# JAX_LOG_COMPILES: session 14's first streaming WindowPoSt proof was still compiling after
+# 12 minutes with nothing to say where (bench.compile_log reads the lines)
+JAX_LOG_COMPILES=1 JAX_EXPLAIN_CACHE_MISSES=1 XLA_PYTHON_CLIENT_MEM_FRACTION=0.95 timeout 1500 python3 -m bench.filecoin --kinds "$K" \
     --sizes "$Z" --circuit-dir "$D" --cache --keys-in-host-memory --msm-budget-gib 16 \
     ${RESIDENT:+--then-resident} ${STREAM_REPS:+--streaming-reps $STREAM_REPS} \
     --no-verify --reps ${REPS:-5} --save "$R/fc" \

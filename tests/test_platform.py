@@ -1,0 +1,57 @@
+"""Where a computation runs, decided at trace time (``ops.platform``): on a
+GPU machine a computation placed on the host CPU traces only the CPU form of
+its kernels (session 14: tracing the Pallas forms of the engine's host-CPU
+verification took 243 s for the IC sum's MSM and 86 s for the pairing)."""
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from ops import platform as P
+from ops.field import Fr
+
+
+@pytest.fixture
+def gpu_machine(monkeypatch):
+    """Simulate a process with a CUDA backend that is the default."""
+    monkeypatch.setattr(P, "has_cuda", lambda: True)
+    monkeypatch.setattr(jax, "default_backend", lambda: "gpu")
+
+
+def test_platform_follows_placement(gpu_machine):
+    cpu = jax.devices("cpu")[0]
+    on_cpu = jax.device_put(jnp.zeros(3, jnp.uint32), cpu)
+    assert P.platform() == "gpu" and P.cuda_possible()
+    assert P.platform(np.zeros(3)) == "gpu"                       # host data says nothing
+    assert P.platform(on_cpu) == "cpu" and not P.cuda_possible(on_cpu)
+    assert P.platform([None, {"x": on_cpu}]) == "cpu"
+    with jax.default_device(cpu):
+        assert P.platform() == "cpu" and not P.cuda_possible()
+    with jax.default_device("cpu"):
+        assert not P.cuda_possible()
+    with jax.default_device("gpu"):
+        assert P.cuda_possible()
+
+
+def test_no_cuda_means_cpu_form(monkeypatch):
+    monkeypatch.setattr(P, "has_cuda", lambda: False)
+    monkeypatch.setattr(jax, "default_backend", lambda: "gpu")
+    assert not P.cuda_possible()
+
+
+def _kernel_forms(fn, *args):
+    """How many Pallas kernels the traced program holds."""
+    return str(jax.make_jaxpr(fn)(*args)).count("pallas_call")
+
+
+def test_placed_on_cpu_traces_no_kernel(gpu_machine):
+    """A field multiplication traced on a (simulated) GPU machine holds its
+    Pallas kernel beside the CPU form; under a CPU default device it holds
+    none (the old code traced both there too: this fails on it)."""
+    x = jnp.asarray(Fr.from_int([3, 5]))
+    mul = Fr._ew("mul", 2)                                        # a fresh, unjitted kernel
+    assert _kernel_forms(mul, x, x) == 1
+    with jax.default_device(jax.devices("cpu")[0]):
+        assert _kernel_forms(mul, x, x) == 0
+        got = jax.jit(mul)(x, x)
+    assert [int(v) for v in Fr.to_int(got)] == [9, 25]

@@ -52,6 +52,24 @@ def pow_by_constant(ar, a, e: int):
     return ar.loop(len(bits) - 1, body, a)
 
 
+@functools.lru_cache(maxsize=None)
+def _jitted(fn, static: tuple):
+    return jax.jit(lambda *xs: fn(*xs, *static))
+
+
+def _traced_once(fn, static: tuple, *xs):
+    """fn(*xs, *static), as a call of a jitted function when every operand
+    is an array: a formula calls the same limb routine hundreds of times on
+    operands of one shape, and jit traces it once and reuses the jaxpr (the
+    Pallas form of the GPU's merged MSM traced in 14.6 s with every call
+    traced, bench/NOTES.md session 14); the Triton lowering inlines the
+    call.  Operands holding Python or numpy ints (constants) are traced
+    inline: jit would make them int32 arguments."""
+    if all(isinstance(v, jax.Array) for x in xs for v in x):
+        return _jitted(fn, static)(*xs)
+    return fn(*xs, *static)
+
+
 @dataclasses.dataclass(frozen=True)
 class FpArith:
     """Arithmetic of F_p on limb lists (the formula layer).  Values are lists
@@ -92,21 +110,21 @@ class FpArith:
     def one(self, like):
         return self.const(1, like)
 
-    # ---- ring operations
+    # ---- ring operations (traced once per operand shape: ``_traced_once``)
     def add(self, a, b):
-        return limbs.add_mod(a, b, self.pl, self._rolled)
+        return _traced_once(limbs.add_mod, (self.pl, self._rolled), a, b)
 
     def sub(self, a, b):
-        return limbs.sub_mod(a, b, self.pl, self._rolled)
+        return _traced_once(limbs.sub_mod, (self.pl, self._rolled), a, b)
 
     def neg(self, a):
-        return limbs.neg_mod(a, self.pl, self._rolled)
+        return _traced_once(limbs.neg_mod, (self.pl, self._rolled), a)
 
     def dbl(self, a):
         return self.add(a, a)
 
     def mul(self, a, b):
-        return limbs.montgomery_mul(a, b, self.pl, self.n0, self.unroll)
+        return _traced_once(limbs.montgomery_mul, (self.pl, self.n0, self.unroll), a, b)
 
     def sqr(self, a):
         return self.mul(a, a)

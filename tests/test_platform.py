@@ -55,3 +55,23 @@ def test_placed_on_cpu_traces_no_kernel(gpu_machine):
         assert _kernel_forms(mul, x, x) == 0
         got = jax.jit(mul)(x, x)
     assert [int(v) for v in Fr.to_int(got)] == [9, 25]
+
+
+def test_kernel_traces_each_limb_routine_once(gpu_machine, monkeypatch):
+    """Tracing a Pallas kernel traces each limb routine once per operand
+    shape (``ops.field._traced_once``), not once per call: a G1 addition has
+    a dozen products; tracing them all anew made the GPU's merged MSM take
+    14.6 s to trace instead of 5.4 (bench/NOTES.md session 14)."""
+    from ops import limbs
+    from ops.curve import G1
+    calls = []
+    real = limbs.montgomery_mul
+
+    def counted(*a, **k):
+        calls.append(1)
+        return real(*a, **k)
+    monkeypatch.setattr(limbs, "montgomery_mul", counted)
+    x = jnp.zeros((3, 12, 4), jnp.uint32)
+    add = G1._ew("add", "PP", "P")                                # a fresh kernel
+    assert _kernel_forms(add, x, x) == 1
+    assert len(calls) == 1

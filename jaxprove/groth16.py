@@ -51,6 +51,7 @@ from ops import four_step as FS
 from ops import msm as M
 from ops import ntt as N
 from ops import pairing as PA
+from ops.platform import placed_like
 from ops import spmtv
 from ops.curve import G1, G2
 from ops.field import Fq, Fr
@@ -449,7 +450,17 @@ def prove(pk: ProvingKey, matrices: pce.Matrices, w, seed: int | None = None,
     during msm_a / msm_b the copy w ‖ r or w ‖ s (1 vector), during msm_h
     h (1 vector), plus the MSM budget.  E.g. out_of_core_budget = 8 GiB and
     msm_config.budget_bytes = 4 GiB: about 12 GiB at the peak; one budget
-    of 6 GiB for both: about 14 GiB."""
+    of 6 GiB for both: about 14 GiB.
+
+    The proof runs where w lives: its programs are traced under w's device
+    (``ops.platform.placed_like``), so on a GPU only the kernels' CUDA forms
+    are traced (the CPU forms were about half the tracing)."""
+    with placed_like(w):
+        return _prove(pk, matrices, w, seed, msm_config, domain, positions, on_stage,
+                      out_of_core_budget)
+
+
+def _prove(pk, matrices, w, seed, msm_config, domain, positions, on_stage, out_of_core_budget):
     pce._check_witness(matrices, w)
     batch = w.shape[1:-1]
     if _n_vars(pk) != matrices.num_vars:

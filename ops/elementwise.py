@@ -21,8 +21,9 @@ contiguous, any batch shape, arguments broadcast against each other):
 The choice is made at lowering time (``lax.platform_dependent``), so a
 function jitted once runs on whichever device its inputs live on; a process
 without a CUDA backend, or a computation placed on the CPU (a
-``jax.default_device`` CPU context or committed CPU arrays: ``ops.platform``),
-traces only the CPU path (the Pallas kernels are still
+``jax.default_device`` CPU context or committed CPU arrays), traces only the
+CPU path, and one explicitly placed on a GPU only the kernel
+(``ops.platform.by_platform``) (the Pallas kernels are still
 checked on the CPU by ``KernelConfig(interpret=True)`` in the tests).  64-bit
 intermediate types are enabled only while the formula is traced
 (``jax.enable_x64`` as a context manager); the user's global setting is never
@@ -39,7 +40,7 @@ import jax.numpy as jnp
 from jax import lax
 
 from ops.interpret import Recorder, compile_program, run
-from ops.platform import cuda_possible
+from ops.platform import by_platform
 from ops.limbs import Unroll
 
 try:  # Pallas' Triton backend; absent on exotic jaxlib builds
@@ -227,12 +228,12 @@ def elementwise(formula: Callable, in_prefixes: Sequence[tuple], out_types: Sequ
                 raise TypeError(f"{name}: limb arrays must be uint32, got {a.dtype}")
         if config.interpret:
             return finish(pallas_path(*args))
-        if pl is None or not (cuda_possible(*args) or config.debug):
-            # no CUDA backend, or placed on the CPU: the kernel branch can never run (debug: lowered for CUDA anyway,
-            # so bench.kernel_size can count a kernel's Triton IR on a CPU-only host)
+        if pl is None:
             return finish(xla_path(*args))
-        outs = lax.platform_dependent(*args, default=xla_path, cuda=pallas_path)
-        return finish(outs)
+        if config.debug:    # lowered for CUDA even on a CPU-only host (bench.kernel_size)
+            return finish(lax.platform_dependent(*args, default=xla_path, cuda=pallas_path))
+        # only the form that can run is traced where the placement says (ops.platform)
+        return finish(by_platform(*args, default=xla_path, cuda=pallas_path))
 
     f.__name__ = name
     return f

@@ -51,7 +51,7 @@ import numpy as np
 from jax import lax
 
 from ops.elementwise import KernelConfig, _broadcast, _flat, _nest, elementwise, x64
-from ops.platform import cuda_possible
+from ops.platform import by_platform
 from ops.field import FieldOps, FpArith, Fq as _Fq, PrimeField, pow_by_constant
 from ops.limbs import Unroll, to_limbs
 from ops.tower import Fp2Arith
@@ -654,21 +654,19 @@ def dispatch_rounds(formula, in_prefixes, out_prefixes, p: int, config: KernelCo
     CPU one interpreter program, which XLA:CPU compiles and runs much faster
     than the rounds' array code); formulas that are not product rounds always
     use ``kernel``.  In a process without CUDA, or for a computation placed
-    on the CPU (``ops.platform.cuda_possible``: the engine's verification on
-    the host CPU of a GPU machine), only ``kernel`` is traced; otherwise the
-    choice is made per lowering platform (``lax.platform_dependent``)."""
+    on the CPU (the engine's verification on the host CPU of a GPU machine),
+    only ``kernel`` is traced, for one placed on a GPU only the rounds;
+    otherwise the choice is made per lowering platform
+    (``ops.platform.by_platform``)."""
     if rounds not in ("cuda", "always"):
         raise ValueError(f"rounds must be 'cuda' or 'always', got {rounds!r}")
     f = product_rounds(formula, in_prefixes, out_prefixes, p, config, name)
 
     def g(*args):
-        forced = rounds == "always" or config.debug
-        if not (forced or cuda_possible(*args)):
-            return kernel(*args)
         try:
-            if forced:
+            if rounds == "always" or config.debug:
                 return f(*args)
-            return lax.platform_dependent(*args, default=kernel, cuda=f)
+            return by_platform(*args, default=kernel, cuda=f)
         except NotRoundFormula:
             return kernel(*args)
 

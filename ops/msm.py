@@ -67,7 +67,7 @@ from jax import lax
 
 from ops import aot, segsum
 from ops.curve import Curve
-from ops.platform import cuda_possible, platform
+from ops.platform import by_platform, platform
 from ops.field import Fr
 
 SCALAR_BITS = 256            # windows cover 256 bits, so a signed top digit never carries out
@@ -299,9 +299,7 @@ def _fused_or_loop(curve: Curve, cfg: MSMConfig, fused, loop):
         return loop()
     if curve.config.interpret:
         return fused()
-    if not cuda_possible():
-        return loop()
-    return lax.platform_dependent(default=loop, cuda=fused)
+    return by_platform(default=loop, cuda=fused)
 
 
 def _reduce_parts(curve: Curve, keys, vals, buckets, cfg: MSMConfig):

@@ -40,7 +40,7 @@ import jax.numpy as jnp
 from jax import lax
 
 from ops.elementwise import KernelConfig, elementwise, x64
-from ops.platform import cuda_possible
+from ops.platform import by_platform
 from ops.field import Fr
 
 try:  # Pallas' Triton backend; absent on exotic jaxlib builds
@@ -313,11 +313,10 @@ def _transform(x, tw, log_n: int, inverse: bool, passes: str = "parts"):
         return x
     idx = jnp.arange(n, dtype=jnp.int32)
     x = jnp.take(x, _bit_reverse(idx, log_n), axis=-1)
-    if passes == "parts" or pl is None or not cuda_possible(x):
+    if passes == "parts" or pl is None:
         return _parts(x, tw, log_n, inverse)
-    return lax.platform_dependent(
-        x, tw, default=lambda x, tw: _parts(x, tw, log_n, inverse),
-        cuda=lambda x, tw: _inplace(x, tw, log_n, inverse, Fr.config))
+    return by_platform(x, tw, default=lambda x, tw: _parts(x, tw, log_n, inverse),
+                       cuda=lambda x, tw: _inplace(x, tw, log_n, inverse, Fr.config))
 
 
 def _twiddles(tw, n: int, g: int, h: int):

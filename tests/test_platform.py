@@ -33,6 +33,35 @@ def test_platform_follows_placement(gpu_machine):
         assert P.cuda_possible()
 
 
+def test_cpu_form_is_dropped_only_when_placed_on_a_gpu(gpu_machine):
+    """Without a placement a function jitted once may still run on
+    committed CPU inputs, so both forms stay; a GPU context (the engine's
+    workers) drops the CPU form."""
+    assert P.cpu_possible()
+    with jax.default_device("gpu"):
+        assert not P.cpu_possible() and P.cuda_possible()
+    with jax.default_device(jax.devices("cpu")[0]):
+        assert P.cpu_possible() and not P.cuda_possible()
+
+
+def test_by_platform_traces_what_can_run(gpu_machine):
+    """Both forms and a lowering-time choice without a placement; one form
+    where the placement decides."""
+    x = jnp.ones(4, jnp.uint32)
+
+    def forms():
+        return str(jax.make_jaxpr(lambda x: P.by_platform(
+            x, default=lambda x: x + jnp.uint32(1), cuda=lambda x: x * jnp.uint32(3)))(x))
+    both = forms()
+    assert "platform_index" in both and "add" in both and "mul" in both
+    with jax.default_device("gpu"):
+        gpu = forms()
+    assert "platform_index" not in gpu and "mul" in gpu and "add" not in gpu
+    with jax.default_device(jax.devices("cpu")[0]):
+        cpu = forms()
+    assert "platform_index" not in cpu and "add" in cpu and "mul" not in cpu
+
+
 def test_no_cuda_means_cpu_form(monkeypatch):
     monkeypatch.setattr(P, "has_cuda", lambda: False)
     monkeypatch.setattr(jax, "default_backend", lambda: "gpu")

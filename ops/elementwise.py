@@ -23,8 +23,8 @@ function jitted once runs on whichever device its inputs live on; a process
 without a CUDA backend, or a computation placed on the CPU (a
 ``jax.default_device`` CPU context or committed CPU arrays), traces only the
 CPU path, and one explicitly placed on a GPU only the kernel
-(``ops.platform.by_platform``) (the Pallas kernels are still
-checked on the CPU by ``KernelConfig(interpret=True)`` in the tests).  64-bit
+(``ops.platform.by_platform``).  The Pallas kernels are still checked on the
+CPU by ``KernelConfig(interpret=True)`` in the tests.  64-bit
 intermediate types are enabled only while the formula is traced
 (``jax.enable_x64`` as a context manager); the user's global setting is never
 touched.

@@ -159,8 +159,9 @@ def profile(case: str, log_n: int = 20, reps: int = 3, kind: str = "porep", size
     finally:
         shutil.rmtree(d, ignore_errors=True)
     return {"case": f"profile.{case}", "size": label, "passes": passes,
-            "log_n": log_n if case != "spmv" else None, "traced_calls": reps, "wall_s": timing["median_s"], "min_s": timing["min_s"],
-            "max_s": timing["max_s"], "timed_reps": timing["reps"], **summary}
+            "log_n": log_n if case != "spmv" else None, "traced_calls": reps,
+            "wall_s": timing["median_s"], "min_s": timing["min_s"], "max_s": timing["max_s"],
+            "timed_reps": timing["reps"], **summary}
 
 
 def main(argv=None):

@@ -108,13 +108,13 @@ def apply_stage(x, q0, stage: Stage, tabs: Tables, dom: N.Domain, log_n: int):
     p = jnp.arange(L, dtype=jnp.uint32)[None, :]
     index = p * jnp.uint32((1 << log_n) // L) + q                 # (lines, L)
     if stage.pre_coset:
-        x = Fr.mul(x, N.powers_at(tabs.g, index))
+        x = N.times_powers(x, tabs.g, index)
     x = (N.intt if stage.inverse else N.ntt)(x, dom)
     if stage.twiddle:
         e = (q * p) & jnp.uint32((1 << log_n) - 1)
-        x = Fr.mul(x, N.powers_at(tabs.omega_inv if stage.inverse else tabs.omega, e))
+        x = N.times_powers(x, tabs.omega_inv if stage.inverse else tabs.omega, e)
     if stage.post_coset:
-        x = Fr.mul(x, N.powers_at(tabs.g_inv, index))
+        x = N.times_powers(x, tabs.g_inv, index)
     return x
 
 

@@ -103,15 +103,16 @@ def _factors(table: PowerTable, e):
             jnp.take(hi, e >> jnp.uint32(s), axis=1))
 
 
-def powers_at(table: PowerTable, e):
-    """base^e·scale for a uint32 exponent array e (< 2^log_n): Fr ``(8, *e.shape)``."""
-    return Fr.mul(*_factors(table, e))
-
-
 @functools.lru_cache(maxsize=None)
 def _mul3():
     """x·a·b in one elementwise kernel (one pass over x instead of two)."""
     return Fr._ew(lambda ar, x, a, b: ar.mul(ar.mul(x, a), b), 3, name="mul3")
+
+
+def times_powers(x, table: PowerTable, e):
+    """x · base^e·scale elementwise for a uint32 exponent array e (< 2^log_n)
+    broadcast against x's batch axes: one kernel over x."""
+    return _mul3()(x, *_factors(table, e))
 
 
 # elements per chunk of ``scale_by_powers`` (times the batch): its temporaries are a few
@@ -128,13 +129,13 @@ def scale_by_powers(x, table: PowerTable, chunk: int = SCALE_CHUNK):
     batch = math.prod(x.shape[1:-1])
     cs = 1 << max(0, (max(1, chunk // max(batch, 1))).bit_length() - 1)
     if n <= cs or n % cs:
-        return _mul3()(x, *_factors(table, jnp.arange(n, dtype=jnp.uint32)))
+        return times_powers(x, table, jnp.arange(n, dtype=jnp.uint32))
 
     def step(k, x):
         lo = k * cs
         part = lax.dynamic_slice_in_dim(x, lo, cs, axis=-1)
         e = lo.astype(jnp.uint32) + jnp.arange(cs, dtype=jnp.uint32)
-        return lax.dynamic_update_slice_in_dim(x, _mul3()(part, *_factors(table, e)), lo, axis=-1)
+        return lax.dynamic_update_slice_in_dim(x, times_powers(part, table, e), lo, axis=-1)
 
     return lax.fori_loop(0, n // cs, step, x)
 

@@ -522,14 +522,31 @@ def run_case(kind: str, size: str, reps: int = 5, env: dict | None = None,
     emit({**rec, "case": name + ".circuit"}, out)
     if record_only:
         return Result(rec)
+
+    def resident_shortfall():
+        # the key-resident proofs (then_resident) plan the key on the device beside the
+        # prover's working set; with no streaming proofs to make, a case whose resident plan
+        # does not fit stops here, before its setup (the 32GiB WindowPoSt partition ran out of
+        # memory in its SpMV, bench/NOTES.md session 13)
+        return then_resident and keys_in_host and shortfall(
+            plan(m.rows, m.num_vars, m.num_aux, m.num_vars - bits, m.nbytes, RESIDENT_MSM_FLOOR,
+                 spmv_bytes=spmv_bytes), lim, ("prove",))
+
     why = shortfall(exact, lim, ("setup", "prove"))
-    # the key-resident proofs (then_resident) plan the key on the device beside the prover's
-    # working set; with no streaming proofs to make, a case whose resident plan does not fit
-    # stops here, before its setup (the 32GiB WindowPoSt partition ran out of memory in its
-    # SpMV, bench/NOTES.md session 13)
-    resident_why = then_resident and keys_in_host and shortfall(
-        plan(m.rows, m.num_vars, m.num_aux, m.num_vars - bits, m.nbytes, RESIDENT_MSM_FLOOR,
-             spmv_bytes=spmv_bytes), lim, ("prove",))
+    resident_why = resident_shortfall()
+    if why or resident_why:
+        # before refusing on the model's SpMV figure (an upper bound on the GPU, ~2x at
+        # 32GiB WindowPoSt), ask XLA what the SpMV program takes (one compilation)
+        xla = pce.evaluate_xla_bytes(m)
+        if xla is not None:
+            rec.update(spmv_bytes_model=spmv_bytes, spmv_bytes_xla=xla)
+            spmv_bytes = xla
+            exact = plan(m.rows, m.num_vars, m.num_aux, m.num_vars - bits, m.nbytes,
+                         msm_budget, keys_in_host, spmv_bytes)
+            rec.update(exact.as_record("plan_"))
+            why, resident_why = shortfall(exact, lim, ("setup", "prove")), resident_shortfall()
+            _say(f"the SpMV program takes {xla / 2**30:.1f} GiB by XLA's count (the model: "
+                 f"{rec['spmv_bytes_model'] / 2**30:.1f} GiB)")
     if not why and resident_why and not streaming_reps:
         why = f"with the key resident, {resident_why}"
     if why and not force:

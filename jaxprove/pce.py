@@ -243,6 +243,28 @@ def evaluate_bytes(m: Matrices, batch: int = 1) -> int:
         spmv.working_bytes(x, batch) for x in (m.a, m.b, m.c))
 
 
+def evaluate_xla_bytes(m: Matrices, batch: int = 1) -> int | None:
+    """XLA's own count of ``evaluate``'s device bytes beyond m and w for a
+    batch of ``batch`` witnesses: its temporaries plus its three outputs,
+    read from the program compiled for m's shapes (abstract arguments: no
+    data moves).  ``evaluate_bytes`` is a model; this is what the compiler
+    plans, per backend (the 32GiB WindowPoSt partition on the H200: 17.3 GiB
+    of temporaries where the model says ~36 GiB; the 2KiB PoRep circuit on
+    XLA:CPU: 2.19 GB where it says 1.59 GB).  Costs one compilation
+    (seconds); None where the backend reports no memory analysis."""
+    def spec(x):
+        return jax.ShapeDtypeStruct(x.shape, x.dtype)
+
+    w = jax.ShapeDtypeStruct((Fr.L, batch, m.num_vars), jnp.uint32)
+    try:
+        got = evaluate.lower(jax.tree.map(spec, m), w).compile().memory_analysis()
+    except (NotImplementedError, AttributeError):
+        return None
+    if got is None:
+        return None
+    return int(got.temp_size_in_bytes + got.output_size_in_bytes)
+
+
 def rows_satisfied(a, b, c):
     """Per instance of a, b, c ``(8, *batch, rows)``: (ok, first_bad) where ok
     = (a∘b == c on every row) as bool (*batch,), and first_bad is the first

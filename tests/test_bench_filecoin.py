@@ -122,6 +122,43 @@ def test_key_resident_proofs_that_cannot_fit_stop_before_the_setup(tmp_path, mon
     assert pce.evaluate_bytes(m) > 32 * (m.num_vars + 3 * m.rows)   # the SpMV's own working set
 
 
+def test_refusals_use_xlas_count_of_the_spmv_not_the_model(tmp_path, monkeypatch):
+    """A case the plan would refuse on the SpMV model's figure (an upper bound
+    on the GPU, ~2x at 32GiB WindowPoSt: bench/NOTES.md session 15) is planned
+    again with XLA's own count (``pce.evaluate_xla_bytes``) before it is
+    refused; recorded beside the model's.  Fits then: it goes on to its setup."""
+    from jaxprove import pce
+    kw = dict(challenges=1)
+    probe = F.run_case("window-post", "2KiB", record_only=True, **kw).record
+    xla = pce.evaluate_xla_bytes(pce.extract(F.spec_for("window-post", "2KiB", 1).record()))
+    fits = max(probe["plan_setup_peak_bytes"], probe["plan_prove_peak_bytes"]) + 1
+    monkeypatch.setattr(pce, "evaluate_bytes", lambda m, batch=1: 1 << 40)   # a model far off
+    monkeypatch.setattr(F, "limits", lambda: {"device": fits, "host": 1 << 40})
+
+    class ReachedSetup(Exception):
+        pass
+
+    def setup(*a, **k):
+        raise ReachedSetup
+
+    monkeypatch.setattr(F.G, "setup", setup)
+    out = tmp_path / "r.jsonl"
+    with pytest.raises(ReachedSetup):
+        F.run_case("window-post", "2KiB", out=str(out), **kw)
+    # the key-resident plan does not fit even with XLA's figure (a device that holds only
+    # the streaming plan): refused, both figures on record
+    stream = dict(msm_budget=1 << 24, keys_in_host=True, **kw)
+    monkeypatch.undo()
+    probe = F.run_case("window-post", "2KiB", record_only=True, **stream).record
+    fits = max(probe["plan_setup_peak_bytes"], probe["plan_prove_peak_bytes"]) + 1
+    monkeypatch.setattr(pce, "evaluate_bytes", lambda m, batch=1: 1 << 40)
+    monkeypatch.setattr(F, "limits", lambda: {"device": fits, "host": 1 << 40})
+    rec = F.run_case("window-post", "2KiB", out=str(out), then_resident=True, streaming_reps=0,
+                     **stream).record
+    assert rec["skipped"].startswith("with the key resident, prove needs about")
+    assert rec["spmv_bytes_model"] == 1 << 40 and rec["spmv_bytes_xla"] == xla
+
+
 def test_cases_that_cannot_fit_are_refused_before_recording(tmp_path, monkeypatch):
     out = tmp_path / "s.jsonl"
     monkeypatch.setattr(F, "limits", lambda: {"device": 1 << 20, "host": 1 << 40})

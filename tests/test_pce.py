@@ -711,3 +711,6 @@ def test_evaluate_bytes_bounds_what_xla_allocates():
     got = jax.jit(pce.evaluate).lower(m, w).compile().memory_analysis()
     xla = got.temp_size_in_bytes + got.output_size_in_bytes
     assert xla <= pce.evaluate_bytes(m) <= 1.5 * xla
+    # evaluate_xla_bytes reads the same figure from abstract arguments (no data)
+    assert pce.evaluate_xla_bytes(m) == xla
+    assert pce.evaluate_xla_bytes(m, batch=2) > xla

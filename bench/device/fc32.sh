@@ -37,12 +37,7 @@ say() { echo "[$(date +%T)] $*" >> "$R/pipe.log"; }
 say "start at ${JAXPROVE_COMMIT:-unknown commit}"
 say "$(bash "$(dirname "$0")/cache.sh" unpack 2>&1)"   # a carried cache (`carry: [".jc"]`), if any
 small() {   # kind:size ... one bench.filecoin process each (own peak), in turn
-    for ks in "$@"; do
-        XLA_PYTHON_CLIENT_PREALLOCATE=false timeout 600 python3 -m bench.filecoin --kinds "${ks%%:*}" \
-            --sizes "${ks##*:}" --cache --no-verify --save "$R/fc" --out "$R/small.jsonl" \
-            > "$R/small_${ks%%:*}_${ks##*:}.log" 2>&1
-        say "$ks rc $?"
-    done
+    [ $# -gt 0 ] && bash "$(dirname "$0")/kinds.sh" "$@"
 }
 hook() {    # name command: a BESIDE_SH / AFTER_SH command, if any
     [ -z "$2" ] && return

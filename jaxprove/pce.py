@@ -249,7 +249,7 @@ def evaluate_xla_bytes(m: Matrices, batch: int = 1) -> int | None:
     read from the program compiled for m's shapes (abstract arguments: no
     data moves).  ``evaluate_bytes`` is a model; this is what the compiler
     plans, per backend (the 32GiB WindowPoSt partition on the H200: 17.3 GiB
-    of temporaries where the model says ~36 GiB; the 2KiB PoRep circuit on
+    of temporaries where the model says ~34 GiB; the 2KiB PoRep circuit on
     XLA:CPU: 2.19 GB where it says 1.59 GB).  Costs one compilation
     (seconds); None where the backend reports no memory analysis."""
     def spec(x):

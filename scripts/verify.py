@@ -2,7 +2,7 @@
 
     python3 scripts/verify.py --vk verification_key.json --proof proof.json --public public.json
 
-Reads the three JSON files snarkjs writes (and ``bench.groth16 --save``,
+Reads the three JSON files snarkjs writes, plain or gzipped (and ``bench.groth16 --save``,
 ``bench.filecoin --save`` and ``jaxprove.formats`` write), checks every point
 is on its curve, and evaluates e(A, B) = e(α, β)·e(IC(x), γ)·e(C, δ).  Prints
 one JSON line ``{"verified": bool, "seconds": ...}`` and exits 0 only if the

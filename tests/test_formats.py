@@ -187,6 +187,53 @@ def test_json_round_trips_snarkjs_text(built, tmp_path):
         F.read_public_json(tmp_path / "bad.json")
 
 
+def test_json_readers_take_gzipped_files(tmp_path):
+    """A gzipped JSON file (a 32GiB WindowPoSt key is 6.7 MB of JSON) reads
+    as the plain one; a truncated or corrupt one is named, not a crash."""
+    import gzip
+    pub = [1, 2, R - 1]
+    F.write_public_json(tmp_path / "public.json", pub)
+    raw = (tmp_path / "public.json").read_bytes()
+    (tmp_path / "public.json.gz").write_bytes(gzip.compress(raw))
+    assert F.read_public_json(tmp_path / "public.json.gz") == pub
+    (tmp_path / "cut.json.gz").write_bytes(gzip.compress(raw)[:-9])
+    with pytest.raises(ValueError, match="cut.json.gz: not JSON"):
+        F.read_public_json(tmp_path / "cut.json.gz")
+    (tmp_path / "bad.json.gz").write_bytes(b"\x1f\x8b not gzip at all")
+    with pytest.raises(ValueError, match="bad.json.gz: not JSON"):
+        F.read_public_json(tmp_path / "bad.json.gz")
+
+
+def test_verify_script_checks_snarkjs_files_plain_or_gzipped(built, tmp_path):
+    """``scripts/verify.py`` on snarkjs's own proof: verified (exit 0) from the
+    key and inputs gzipped; a changed public signal fails (exit 1, prints
+    false); a missing file is named (exit 2) before anything compiles."""
+    import gzip
+    import sys
+    d, _ = built
+    for name in ("vk.json", "public.json"):
+        (tmp_path / (name + ".gz")).write_bytes(gzip.compress((d / name).read_bytes()))
+    pub = json.loads((d / "public.json").read_text())
+    pub[0] = str((int(pub[0]) + 1) % R)
+    (tmp_path / "changed.json").write_text(json.dumps(pub))
+    script = Path(__file__).resolve().parents[1] / "scripts" / "verify.py"
+    env = {**os.environ, "JAX_PLATFORMS": "cpu", "JAXPROVE_CACHE": str(tmp_path / "xla")}
+
+    def run(vk, public):
+        return subprocess.run([sys.executable, str(script), "--vk", str(vk), "--proof",
+                               str(d / "proof.json"), "--public", str(public)],
+                              capture_output=True, text=True, env=env, timeout=900)
+
+    ok = run(tmp_path / "vk.json.gz", tmp_path / "public.json.gz")
+    assert ok.returncode == 0, ok.stderr[-2000:]
+    assert json.loads(ok.stdout.splitlines()[-1])["verified"] is True
+    changed = run(d / "vk.json", tmp_path / "changed.json")
+    assert changed.returncode == 1
+    assert json.loads(changed.stdout.splitlines()[-1])["verified"] is False
+    gone = run(tmp_path / "missing.json", d / "public.json")
+    assert gone.returncode == 2 and "missing.json" in gone.stderr
+
+
 # ---------------------------------------------------------------- proving
 # the end-to-end interop check: CPU compiles of the MSMs, combination and pairings take 2-4 min
 def test_proof_verifies_with_snarkjs(built, tmp_path):

@@ -513,9 +513,13 @@ def run_case(kind: str, size: str, reps: int = 5, env: dict | None = None,
                rows_match_estimate=m.rows == est.rows)
     if m.rows != est.rows:
         _say(f"WARNING: {m.rows:,} rows recorded, the formulas say {est.rows:,}")
+    def planned(budget, host, spmv_bytes):
+        """``plan`` of the recorded circuit with this MSM budget and key placement."""
+        return plan(m.rows, m.num_vars, m.num_aux, m.num_vars - bits, m.nbytes, budget, host,
+                    spmv_bytes)
+
     spmv_bytes = pce.evaluate_bytes(m)
-    exact = plan(m.rows, m.num_vars, m.num_aux, m.num_vars - bits, m.nbytes, msm_budget,
-                 keys_in_host, spmv_bytes)
+    exact = planned(msm_budget, keys_in_host, spmv_bytes)
     rec.update(exact.as_record("plan_"))
     _say(f"matrices {'loaded' if 'pce_load_s' in rec else 'extracted'} in "
          f"{rec.get('pce_load_s', rec.get('extract_s')):.1f} s ({m.nbytes / 2**20:.1f} MiB)")
@@ -529,8 +533,7 @@ def run_case(kind: str, size: str, reps: int = 5, env: dict | None = None,
         # does not fit stops here, before its setup (the 32GiB WindowPoSt partition ran out of
         # memory in its SpMV, bench/NOTES.md session 13)
         return then_resident and keys_in_host and shortfall(
-            plan(m.rows, m.num_vars, m.num_aux, m.num_vars - bits, m.nbytes, RESIDENT_MSM_FLOOR,
-                 spmv_bytes=spmv_bytes), lim, ("prove",))
+            planned(RESIDENT_MSM_FLOOR, False, spmv_bytes), lim, ("prove",))
 
     why = shortfall(exact, lim, ("setup", "prove"))
     resident_why = resident_shortfall()
@@ -541,8 +544,7 @@ def run_case(kind: str, size: str, reps: int = 5, env: dict | None = None,
         if xla is not None:
             rec.update(spmv_bytes_model=spmv_bytes, spmv_bytes_xla=xla)
             spmv_bytes = xla
-            exact = plan(m.rows, m.num_vars, m.num_aux, m.num_vars - bits, m.nbytes,
-                         msm_budget, keys_in_host, spmv_bytes)
+            exact = planned(msm_budget, keys_in_host, spmv_bytes)
             rec.update(exact.as_record("plan_"))
             why, resident_why = shortfall(exact, lim, ("setup", "prove")), resident_shortfall()
             _say(f"the SpMV program takes {xla / 2**30:.1f} GiB by XLA's count (the model: "

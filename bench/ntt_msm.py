@@ -139,6 +139,28 @@ def bench_ntt(log_ns, out, reps, passes=(N.PASSES,)):
                              xla_peak_bytes=mem, checked=ok, passes=kind, **t), out)
 
 
+def bench_to_coset(log_ns, out, reps):
+    """Groth16's unit of h (hypothesis 34): the coset evaluations of the
+    interpolant of 2^k values, coset_ntt(intt(x)) in natural order (two
+    bit-reversal gathers) against coset_ntt_from_bitrev(intt_to_bitrev(x))
+    (none); the two results checked equal."""
+    key = jax.random.PRNGKey(2)
+    forms = {"natural": lambda x, dom: N.coset_ntt(N.intt(x, dom), dom),
+             "bitrev": lambda x, dom: N.coset_ntt_from_bitrev(N.intt_to_bitrev(x, dom), dom)}
+    for ln in log_ns:
+        dom = N.domain(ln)
+        x = rand_fr(jax.random.fold_in(key, ln), 1 << ln)
+        got = {}
+        for form, fn in forms.items():
+            f, comp, mem = aot(jax.jit(fn), x, dom)
+            got[form] = f(x, dom)
+            t = time_fn(f, (x, dom), reps=reps)
+            ok = form == "natural" or bool(jnp.all(got[form] == got["natural"]))
+            emit(base_record(f"to_coset_{form}", ln, compile_s=comp, xla_peak_bytes=mem,
+                             checked=ok, **t), out)
+        del got
+
+
 def bench_msm(curve, log_ns, out, reps, bits=(), config=None):
     key = jax.random.PRNGKey(1)
     top = max(list(log_ns) + list(bits))
@@ -286,6 +308,8 @@ def main():
     ap.add_argument("--ntt", type=ints, default=[])
     ap.add_argument("--ntt-passes", default=N.PASSES,
                     help="comma-separated: parts, inplace (ops.ntt._transform; hypothesis 31)")
+    ap.add_argument("--to-coset", type=ints, default=[],
+                    help="sizes of h's coset transform, natural order against bit-reversed (hypothesis 34)")
     ap.add_argument("--g1", type=ints, default=[])
     ap.add_argument("--g2", type=ints, default=[])
     ap.add_argument("--bits", type=ints, default=[], help="G1 sizes for the 75%%-bits case")
@@ -300,6 +324,8 @@ def main():
     a = ap.parse_args()
     if a.ntt:
         bench_ntt(a.ntt, a.out, a.reps, [p for p in a.ntt_passes.split(",") if p])
+    if a.to_coset:
+        bench_to_coset(a.to_coset, a.out, a.reps)
     if a.g1 or a.bits:
         bench_msm(G1, a.g1, a.out, a.reps, a.bits)
     if a.profile:

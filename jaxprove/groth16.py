@@ -16,6 +16,7 @@ with the u, v, w values from the Lagrange basis at τ:
 prove (blinding r, s from a CSPRNG, per instance):
     a, b, c = A·w, B·w, C·w                        (jaxprove.pce, SpMV)
     h = coset_intt((coset_ntt(intt a)·coset_ntt(intt b) − coset_ntt(intt c)) / (g^m − 1))
+        (ops.ntt's bit-reversed-order forms: one bit-reversal gather, not seven)
     A = α + Σ w_j A_j + r·δ            (G1)
     B = β + Σ w_j B2_j + s·δ           (G2), B1 likewise in G1
     C = Σ_aux w_j L_j + Σ_i h_i H_i + s·A + r·B1 − r·s·δ   (G1)
@@ -287,8 +288,10 @@ def _h_coefficients(a, b, c, dom: N.Domain):
 
 @functools.partial(aot.program, donate_argnums=(0,))
 def _to_coset(x, dom: N.Domain):
-    """coset_ntt(intt(x)): the evaluations on the coset gD (x donated)."""
-    return N.coset_ntt(N.intt(x, dom), dom)
+    """coset_ntt(intt(x)): the evaluations on the coset gD (x donated),
+    through bit-reversed coefficients (a DIF inverse, then a DIT: no
+    bit-reversal gather; bench/NOTES.md hypothesis 34)."""
+    return N.coset_ntt_from_bitrev(N.intt_to_bitrev(x, dom), dom)
 
 
 @functools.partial(aot.program, static_argnums=(3,), donate_argnums=(0,))
@@ -306,8 +309,9 @@ def _over_z(ea, eb, ec, m: int):
 @aot.program
 def _coefficients(t, dom: N.Domain):
     """The coefficients of t's interpolant over the coset, less the last (h
-    has degree ≤ m − 2)."""
-    return N.coset_intt(t, dom)[..., :dom.n - 1]
+    has degree ≤ m − 2): a DIF inverse and the one bit-reversal gather of h
+    (H's bases are in natural order)."""
+    return N.bit_reverse(N.coset_intt_to_bitrev(t, dom))[..., :dom.n - 1]
 
 
 def h_coefficients_host(a: np.ndarray, b: np.ndarray, c: np.ndarray, log_m: int, budget: int,

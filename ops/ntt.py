@@ -28,6 +28,12 @@ writes the strided parts where they lie, without the slices and stacks
 around it: on the H200 2^27 in 137.9 ms instead of 154.7 ms, with 41% less
 XLA temporary memory (bench/NOTES.md hypothesis 31); ``passes="parts"``
 keeps the sliced form there too (benchmarks compare the two).
+
+Bit-reversed orders: ``intt_to_bitrev`` and ``coset_intt_to_bitrev`` run the
+transposed passes (decimation in frequency: natural order in, bit-reversed
+out) and ``coset_ntt_from_bitrev`` the DIT passes alone (bit-reversed in,
+natural out), so a caller that never needs natural-order coefficients in
+between — Groth16's h — skips the gathers (bench/NOTES.md hypothesis 34).
 """
 from __future__ import annotations
 
@@ -121,22 +127,29 @@ def times_powers(x, table: PowerTable, e):
 SCALE_CHUNK = 1 << 22
 
 
-def scale_by_powers(x, table: PowerTable, chunk: int = SCALE_CHUNK):
+def scale_by_powers(x, table: PowerTable, chunk: int = SCALE_CHUNK, bitrev: bool = False):
     """x_i · base^i·scale along the last axis: x ``(8, *batch, n)`` with n ≤
-    the table's 2^log_n.  The powers are made from the table chunk by chunk
-    (≤ ``chunk`` elements of x per step, a ``lax.fori_loop`` that updates x
-    in place), so no length-n vector of powers exists."""
+    the table's 2^log_n; with ``bitrev`` (n a power of two) x_i ·
+    base^rev(i)·scale, rev the bit reversal of log2(n) bits (a vector in
+    bit-reversed order scaled as its natural order would be).  The powers are
+    made from the table chunk by chunk (≤ ``chunk`` elements of x per step,
+    a ``lax.fori_loop`` that updates x in place), so no length-n vector of
+    powers exists."""
     n = x.shape[-1]
+    if bitrev and n & (n - 1):
+        raise ValueError(f"scale_by_powers: bitrev needs a power-of-two length, got {n}")
+    log_n = n.bit_length() - 1
+    exps = (lambda e: _bit_reverse(e, log_n)) if bitrev else (lambda e: e)
     batch = math.prod(x.shape[1:-1])
     cs = 1 << max(0, (max(1, chunk // max(batch, 1))).bit_length() - 1)
     if n <= cs or n % cs:
-        return times_powers(x, table, jnp.arange(n, dtype=jnp.uint32))
+        return times_powers(x, table, exps(jnp.arange(n, dtype=jnp.uint32)))
 
     def step(k, x):
         lo = k * cs
         part = lax.dynamic_slice_in_dim(x, lo, cs, axis=-1)
         e = lo.astype(jnp.uint32) + jnp.arange(cs, dtype=jnp.uint32)
-        return lax.dynamic_update_slice_in_dim(x, times_powers(part, table, e), lo, axis=-1)
+        return lax.dynamic_update_slice_in_dim(x, times_powers(part, table, exps(e)), lo, axis=-1)
 
     return lax.fori_loop(0, n // cs, step, x)
 
@@ -182,12 +195,14 @@ RADIX_LOG = 3                      # stages fused per kernel (radix 8)
 
 
 @functools.lru_cache(maxsize=None)
-def _radix_formula(r: int, inverse: bool):
+def _radix_formula(r: int, inverse: bool, dif: bool = False):
     """Radix-2^r DIT block: r consecutive radix-2 stages on 2^r elements
     x_q (q < 2^r) at stride h, with W = ω_{2^r·h}^j the block's twiddle.
     Stage t pairs (q, q + 2^t) for q with bit t clear, twiddle
     ω_{2^(t+1)·h}^j · ω_{2^(t+1)}^(q mod 2^t) = W^(2^(r−1−t)) · const,
     (a, b) <- (a + tw·b, a − tw·b).  For the inverse the roots are inverted.
+    ``dif``: the block's transpose (stages t = r−1 … 0, Gentleman–Sande
+    butterflies (a, b) <- (a + b, tw·(a − b)) with the same twiddles).
     A formula (``ops.elementwise``): (ar, x_0, ..., x_{2^r−1}, W) -> the
     2^r outputs."""
     p = Fr.p
@@ -201,7 +216,7 @@ def _radix_formula(r: int, inverse: bool):
         pw = [W]                           # pw[i] = W^(2^i)
         for _ in range(r - 1):
             pw.append(ar.sqr(pw[-1]))
-        for t in range(r):
+        for t in (reversed(range(r)) if dif else range(r)):
             base = pw[r - 1 - t]
             half = 1 << t
             for q in range(1 << r):
@@ -209,19 +224,27 @@ def _radix_formula(r: int, inverse: bool):
                     continue
                 e = q % half
                 tw = base if e == 0 else ar.mul(base, ar.const(pow(root(2 * half), e, p), ar.like(base)))
-                u = ar.mul(tw, xs[q + half])
-                xs[q], xs[q + half] = ar.add(xs[q], u), ar.sub(xs[q], u)
+                if dif:
+                    a, b = xs[q], xs[q + half]
+                    xs[q], xs[q + half] = ar.add(a, b), ar.mul(tw, ar.sub(a, b))
+                else:
+                    u = ar.mul(tw, xs[q + half])
+                    xs[q], xs[q + half] = ar.add(xs[q], u), ar.sub(xs[q], u)
         return tuple(xs)
 
     return formula
 
 
+def _kernel_name(kind: str, g: int, inverse: bool, dif: bool) -> str:
+    return f"Fr_ntt_{kind}{g}{'_inv' if inverse else ''}{'_dif' if dif else ''}"
+
+
 @functools.lru_cache(maxsize=None)
-def _radix_kernel(r: int, inverse: bool):
+def _radix_kernel(r: int, inverse: bool, dif: bool = False):
     """``_radix_formula`` as an elementwise kernel over 2^r + 1 arrays."""
     n = 1 << r
-    return elementwise(_radix_formula(r, inverse), [(8,)] * (n + 1), [((8,), jnp.uint32)] * n,
-                       Fr.arith, Fr.config, name=f"Fr_ntt_radix{n}{'_inv' if inverse else ''}")
+    return elementwise(_radix_formula(r, inverse, dif), [(8,)] * (n + 1), [((8,), jnp.uint32)] * n,
+                       Fr.arith, Fr.config, name=_kernel_name("radix", n, inverse, dif))
 
 
 def _pass_blocks(m: int, h: int, lanes: int) -> tuple[int, int]:
@@ -233,7 +256,7 @@ def _pass_blocks(m: int, h: int, lanes: int) -> tuple[int, int]:
     return bm, bh
 
 
-def _radix_pass(x4, w, r: int, inverse: bool, config: KernelConfig):
+def _radix_pass(x4, w, r: int, inverse: bool, config: KernelConfig, dif: bool = False):
     """One group of r radix-2 stages in place: x4 ``(8, m, 2^r, h)`` (limb,
     group, the 2^r inputs of one butterfly block, position j < h), w the
     twiddles W_j ``(8, h)`` -> x4 with every (group, j) block transformed by
@@ -243,7 +266,7 @@ def _radix_pass(x4, w, r: int, inverse: bool, config: KernelConfig):
     (group, j) lanes (``_pass_blocks``); no slices or stacks around it."""
     _, m, g, h = x4.shape
     bm, bh = _pass_blocks(m, h, config.bn)
-    formula = _radix_formula(r, inverse)
+    formula = _radix_formula(r, inverse, dif)
     arith = Fr.arith
 
     def kernel(x_ref, w_ref, o_ref):
@@ -265,7 +288,7 @@ def _radix_pass(x4, w, r: int, inverse: bool, config: KernelConfig):
             input_output_aliases={0: 0},
             compiler_params=plgpu.CompilerParams(num_warps=config.num_warps, num_stages=1),
             interpret=config.interpret,
-            name=f"Fr_ntt_pass{g}{'_inv' if inverse else ''}",
+            name=_kernel_name("pass", g, inverse, dif),
         )(x4, w)
 
 
@@ -293,14 +316,21 @@ def _groups(log_n: int):
         s += r
 
 
-def _transform(x, tw, log_n: int, inverse: bool, passes: str = "inplace"):
-    """Radix-2^r DIT over the last axis with twiddles tw[k] = ω_n^k (k < n/2;
-    ω_n^(−k) when ``inverse``).
+def _transform(x, tw, log_n: int, inverse: bool, passes: str = "inplace", order: str = "nn"):
+    """Radix-2^r Cooley–Tukey over the last axis with twiddles tw[k] = ω_n^k
+    (k < n/2; ω_n^(−k) when ``inverse``), without the 1/n.
 
-    After one bit-reversal gather, the k stages run in groups of r =
-    ``RADIX_LOG`` (the last group smaller): a group starting at stage s views
-    the array as ``(*lead, n/(2^r·h), 2^r, h)`` with h = 2^(s−1); the 2^r
-    slices along the third axis are the inputs of one radix-2^r block
+    ``order``: "nn" natural in and out (one bit-reversal gather, then the DIT
+    passes); "rn" bit-reversed in, natural out (the DIT passes alone); "nr"
+    natural in, bit-reversed out (the DIF passes: the transpose of "rn" —
+    the DFT matrix F is symmetric, F = L·P with L the DIT passes and P the
+    bit reversal, so P·F = Lᵀ: the groups in reverse order, each block
+    transposed, ``_radix_formula(dif=True)``; no gather).
+
+    The k stages run in groups of r = ``RADIX_LOG`` (the last group
+    smaller): a group starting at stage s views the array as
+    ``(*lead, n/(2^r·h), 2^r, h)`` with h = 2^(s−1); the 2^r slices along
+    the third axis are the inputs of one radix-2^r block
     (``_radix_formula``) together with the twiddle W_j = ω_n^(j·n/(2^r·h)),
     j < h.  ``passes``: "parts" — the slices are cut out as arrays, one
     elementwise kernel (``_radix_kernel``) maps them and its outputs are
@@ -310,47 +340,60 @@ def _transform(x, tw, log_n: int, inverse: bool, passes: str = "inplace"):
     "parts".  ⌈k/r⌉ passes over the array either way."""
     if passes not in ("parts", "inplace"):
         raise ValueError(f"ntt: passes must be 'parts' or 'inplace', got {passes!r}")
-    n = 1 << log_n
+    if order not in ("nn", "rn", "nr"):
+        raise ValueError(f"ntt: order must be 'nn', 'rn' or 'nr', got {order!r}")
     if log_n == 0:
         return x
-    idx = jnp.arange(n, dtype=jnp.int32)
-    x = jnp.take(x, _bit_reverse(idx, log_n), axis=-1)
+    if order == "nn":
+        x = _bit_reverse_last(x, log_n)
+    dif = order == "nr"
     if passes == "parts" or pl is None:
-        return _parts(x, tw, log_n, inverse)
-    return by_platform(x, tw, default=lambda x, tw: _parts(x, tw, log_n, inverse),
-                       cuda=lambda x, tw: _inplace(x, tw, log_n, inverse, Fr.config))
+        return _parts(x, tw, log_n, inverse, dif)
+    return by_platform(x, tw, default=lambda x, tw: _parts(x, tw, log_n, inverse, dif),
+                       cuda=lambda x, tw: _inplace(x, tw, log_n, inverse, Fr.config, dif))
+
+
+def _bit_reverse_last(x, log_n: int):
+    """x with its last axis (2^log_n) in bit-reversed order: one gather."""
+    idx = jnp.arange(1 << log_n, dtype=jnp.int32)
+    return jnp.take(x, _bit_reverse(idx, log_n), axis=-1)
 
 
 def _twiddles(tw, n: int, g: int, h: int):
     return tw[:, ::n // (g * h)][:, :h]                      # ω_n^(j·n/(2^r·h)), j < h
 
 
-def _parts(x, tw, log_n: int, inverse: bool):
+def _ordered_groups(log_n: int, dif: bool):
+    groups = list(_groups(log_n))
+    return groups[::-1] if dif else groups
+
+
+def _parts(x, tw, log_n: int, inverse: bool, dif: bool = False):
     """The groups with slices cut out and stacked back (``_transform``)."""
     n = 1 << log_n
     lead = x.shape[:-1]
-    for r, h in _groups(log_n):
+    for r, h in _ordered_groups(log_n, dif):
         g = 1 << r
         xb = x.reshape(lead + (n // (g * h), g, h))
         parts = [xb[..., q, :].reshape(lead + (n // g,)) for q in range(g)]
         w = _twiddles(tw, n, g, h)
         w = jnp.broadcast_to(w.reshape((8,) + (1,) * (len(lead) - 1) + (1, h)),
                              (8,) + lead[1:] + (n // (g * h), h)).reshape(lead + (n // g,))
-        outs = _radix_kernel(r, inverse)(*parts, w)
+        outs = _radix_kernel(r, inverse, dif)(*parts, w)
         x = jnp.stack([o.reshape(lead + (n // (g * h), h)) for o in outs], axis=-2).reshape(lead + (n,))
     return x
 
 
-def _inplace(x, tw, log_n: int, inverse: bool, config: KernelConfig):
+def _inplace(x, tw, log_n: int, inverse: bool, config: KernelConfig, dif: bool = False):
     """The groups as in-place Pallas passes (``_radix_pass``); the leading
     axes fold into the group axis (a group never straddles two vectors)."""
     n = 1 << log_n
     shape = x.shape
     total = math.prod(shape[1:])
-    for r, h in _groups(log_n):
+    for r, h in _ordered_groups(log_n, dif):
         g = 1 << r
         x4 = x.reshape(Fr.L, total // (g * h), g, h)
-        x = _radix_pass(x4, _twiddles(tw, n, g, h), r, inverse, config)
+        x = _radix_pass(x4, _twiddles(tw, n, g, h), r, inverse, config, dif)
     return x.reshape(shape)
 
 
@@ -390,6 +433,52 @@ def coset_intt(X, dom: Domain, passes: str = PASSES):
     if dom.inv_coset is None:
         raise ValueError("coset_intt: the domain was built with cosets=False")
     return scale_by_powers(_transform(X, dom.inv_twiddles, dom.log_n, True, passes), dom.inv_coset)
+
+
+# Bit-reversed orders (bench/NOTES.md hypothesis 34): Groth16's h never needs natural-order
+# coefficients in between, so its transforms pair a DIF (natural in, bit-reversed out) with
+# a DIT (bit-reversed in, natural out) and skip the bit-reversal gathers.
+
+@jax.jit
+def bit_reverse(x):
+    """x ``(8, *batch, n)`` with its last axis (n = 2^k) in bit-reversed
+    order: y_i = x_rev(i) (an involution; one gather)."""
+    n = x.shape[-1]
+    if n & (n - 1):
+        raise ValueError(f"bit_reverse: the last axis must be a power of two, got {n}")
+    return _bit_reverse_last(x, n.bit_length() - 1)
+
+
+@_jit
+def intt_to_bitrev(X, dom: Domain, passes: str = PASSES):
+    """bit_reverse(intt(X)): natural evaluations in, coefficients out in
+    bit-reversed order (DIF passes; no gather)."""
+    _check(X, dom, "intt_to_bitrev")
+    return Fr.mul(_transform(X, dom.inv_twiddles, dom.log_n, True, passes, "nr"), dom.n_inv)
+
+
+@_jit
+def coset_ntt_from_bitrev(x, dom: Domain, passes: str = PASSES):
+    """coset_ntt(bit_reverse(x)): coefficients in bit-reversed order in
+    (x_k the coefficient of X^rev(k), scaled by g^rev(k)), evaluations on
+    the coset g·⟨ω⟩ out in natural order (DIT passes; no gather)."""
+    _check(x, dom, "coset_ntt_from_bitrev")
+    if dom.coset is None:
+        raise ValueError("coset_ntt_from_bitrev: the domain was built with cosets=False")
+    x = scale_by_powers(x, dom.coset, bitrev=True)
+    return _transform(x, dom.twiddles, dom.log_n, False, passes, "rn")
+
+
+@_jit
+def coset_intt_to_bitrev(X, dom: Domain, passes: str = PASSES):
+    """bit_reverse(coset_intt(X)): natural evaluations on the coset in,
+    coefficients out in bit-reversed order (DIF passes, then g^(−rev(k))·n⁻¹;
+    no gather)."""
+    _check(X, dom, "coset_intt_to_bitrev")
+    if dom.inv_coset is None:
+        raise ValueError("coset_intt_to_bitrev: the domain was built with cosets=False")
+    t = _transform(X, dom.inv_twiddles, dom.log_n, True, passes, "nr")
+    return scale_by_powers(t, dom.inv_coset, bitrev=True)
 
 
 def naive_ntt(xs: list[int], omega: int) -> list[int]:

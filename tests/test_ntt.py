@@ -120,17 +120,74 @@ def test_pass_blocks_divide_the_pass():
 def test_inplace_pass_lowers_for_cuda():
     """The in-place pass's Pallas kernel lowers to Triton (4-D blocks read
     with integer indices), checked on a CPU-only host: one kernel per group
-    of stages, 4 groups for 2^12."""
+    of stages, 4 groups for 2^12, DIT and DIF."""
     import jax
     from ops.elementwise import KernelConfig
     k = 12
     x = jnp.zeros((8, 3, 1 << k), jnp.uint32)
     dom = N.domain(k, cosets=False)
-    f = jax.jit(lambda x, tw: N._inplace(x, tw, k, False, KernelConfig()))
-    text = f.trace(x, dom.twiddles).lower(lowering_platforms=("cuda",)).as_text()
-    assert text.count("__gpu$xla.gpu.triton") == 4
+    for dif in (False, True):                       # and the DIF passes (hypothesis 34)
+        f = jax.jit(lambda x, tw: N._inplace(x, tw, k, False, KernelConfig(), dif))
+        text = f.trace(x, dom.twiddles).lower(lowering_platforms=("cuda",)).as_text()
+        assert text.count("__gpu$xla.gpu.triton") == 4
 
 
 def test_passes_are_named():
     with pytest.raises(ValueError, match="passes must be 'parts' or 'inplace'"):
         N.ntt(jnp.zeros((8, 4), jnp.uint32), N.domain(2), passes="fast")
+
+
+def test_bitrev_order_transforms_skip_the_gathers(case):
+    """Hypothesis 34's transforms against the natural-order ones (themselves
+    checked against the O(n²) evaluation above): the DIF inverse gives
+    bit-reversed coefficients, the coset DIT takes them, the coset DIF
+    inverse gives them back — the round trip of Groth16's h with no gather
+    in between (k = 5: two groups of passes, the last of 2 stages)."""
+    k, xs, x, dom = case
+    brev = lambda a: [[r[int(N._bit_reverse(jnp.uint32(i), k))] for i in range(1 << k)] for r in a]
+    coef = N.intt_to_bitrev(x, dom)
+    assert rows(coef) == brev(rows(N.intt(x, dom)))
+    ev = N.coset_ntt_from_bitrev(coef, dom)
+    assert rows(ev) == rows(N.coset_ntt(N.intt(x, dom), dom))
+    back = N.coset_intt_to_bitrev(ev, dom)
+    assert rows(back) == rows(coef)
+    assert rows(N.bit_reverse(back)) == rows(N.intt(x, dom))
+
+
+@pytest.mark.parametrize("k,batch", [(4, 3), (7, 2)])
+def test_inplace_dif_passes_are_the_transpose(k, batch):
+    """``_inplace(dif=True)`` (the DIT passes transposed: groups reversed,
+    Gentleman–Sande blocks; interpret mode, 16 lanes per program) maps
+    natural order to the bit-reversed transform, forward and inverse; equal
+    to the "parts" form."""
+    from ops.elementwise import KernelConfig
+    rng = random.Random(400 + k)
+    n = 1 << k
+    xs = [Fr.random_ints(n, rng) for _ in range(batch)]
+    x = jnp.asarray(Fr.from_int(np.array(xs, dtype=object)))
+    dom = N.domain(k)
+    cfg = KernelConfig(bn=16, interpret=True)
+    w = N.root_of_unity(k)
+    rev = [int(v) for v in N._bit_reverse(jnp.arange(n, dtype=jnp.int32), k)]
+    for tw, root, inverse in ((dom.twiddles, w, False), (dom.inv_twiddles, pow(w, -1, P), True)):
+        got = N._inplace(x, tw, k, inverse, cfg, dif=True)
+        want = [[t[rev[i]] for i in range(n)] for t in (N.naive_ntt(r, root) for r in xs)]
+        assert rows(got) == want
+        assert rows(N._parts(x, tw, k, inverse, dif=True)) == want
+
+
+def test_scale_by_powers_in_bit_reversed_order():
+    """``bitrev=True``: x_i·base^rev(i), chunked and whole; a length that is
+    not a power of two is refused by name."""
+    rng = random.Random(7)
+    log_n, base = 6, rng.randrange(2, P)
+    n = 1 << log_n
+    xs = [Fr.random_ints(n, rng)]
+    x = jnp.asarray(Fr.from_int(np.array(xs, dtype=object)))
+    table = N.power_table(base, log_n)
+    rev = [int(v) for v in N._bit_reverse(jnp.arange(n, dtype=jnp.int32), log_n)]
+    want = [[v * pow(base, rev[i], P) % P for i, v in enumerate(xs[0])]]
+    assert rows(N.scale_by_powers(x, table, 8, bitrev=True)) == want
+    assert rows(N.scale_by_powers(x, table, 1 << 22, bitrev=True)) == want
+    with pytest.raises(ValueError, match="power-of-two length"):
+        N.scale_by_powers(x[..., :48], table, bitrev=True)

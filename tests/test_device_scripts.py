@@ -10,7 +10,7 @@ import pytest
 HERE = os.path.join(os.path.dirname(__file__), "..", "bench", "device")
 
 
-@pytest.mark.parametrize("script", ["fc32.sh", "poll.sh", "cache.sh", "engine.sh"])
+@pytest.mark.parametrize("script", ["fc32.sh", "poll.sh", "cache.sh", "engine.sh", "kinds.sh"])
 def test_scripts_parse(script):
     assert subprocess.run(["bash", "-n", os.path.join(HERE, script)]).returncode == 0
 
@@ -91,3 +91,32 @@ def test_cache_unpack_without_parts_and_bad_verb(tmp_path):
     got = _cache(env, "unpack")
     assert got.returncode == 0 and "nothing carried" in got.stdout
     assert _cache(env, "frobnicate").returncode == 2
+
+
+def test_kinds_warm_phase_then_timed_alone(tmp_path):
+    """kinds.sh with WARM_P=2: every case first with one timed proof
+    (records to warm.jsonl), then each alone with five (small.jsonl), both
+    through the recorded-circuit directory; a bad argument is named.  A
+    stand-in python3 on PATH logs its arguments instead of proving."""
+    bin_, run = tmp_path / "bin", tmp_path / "run"
+    bin_.mkdir()
+    fake = bin_ / "python3"
+    fake.write_text('#!/bin/bash\necho "$*" >> "$R/calls"\n')
+    fake.chmod(0o755)
+    env = {**os.environ, "PATH": f"{bin_}:{os.environ['PATH']}", "RUN_DIR": str(run),
+           "JAXPROVE_CACHE": str(tmp_path / "jc"), "WARM_P": "2"}
+    (tmp_path / "jc").mkdir()
+    got = subprocess.run(["bash", os.path.join(HERE, "kinds.sh"), "porep:8MiB", "bogus",
+                          "snap:512MiB"], env=env, capture_output=True, text=True, timeout=30)
+    assert got.returncode == 0, got.stderr
+    calls = (run / "calls").read_text().splitlines()
+    assert len(calls) == 4
+    warm, timed = calls[:2], calls[2:]
+    assert sorted("--kinds porep" in c for c in warm) == [False, True]
+    assert all("--reps 1 " in c and f"--out {run}/warm.jsonl" in c for c in warm)
+    assert ["--kinds porep --sizes 8MiB" in timed[0], "--kinds snap --sizes 512MiB" in timed[1]] == [True, True]
+    assert all("--reps 5 " in c and f"--out {run}/small.jsonl" in c for c in timed)
+    assert all(f"--circuit-dir {run}/circuits" in c for c in calls)
+    log = (run / "pipe.log").read_text()
+    assert "not kind:size: bogus" in log and "porep:8MiB timed rc 0" in log
+    assert "snap:512MiB warm rc 0" in log

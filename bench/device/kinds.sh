@@ -5,7 +5,7 @@
 #   bash bench/device/kinds.sh porep:8MiB winning-post:512MiB ...
 #
 # Each proves with its key resident (--save: the snarkjs JSON to check here), records
-# to $R/small.jsonl, logs to $R/small_<kind>_<size>.log and says "<kind:size> rc N" in
+# to $R/small.jsonl, logs to $R/small_<kind>_<size>.log and says "<kind:size> timed rc N" in
 # $R/pipe.log.  A case costs 3-8 minutes of compiles on a machine whose cache lacks it
 # (session 16: the WinningPoSt 8MiB first proof 163 s, its witness 57 s), and a session's
 # new checkout carries no cache (bench/NOTES.md, session 16).  So with WARM_P=N > 1 the

@@ -37,8 +37,26 @@ def _snap_hs(nodes: int) -> tuple:
     return (1,) * 6 if nodes <= 1 << 10 else (7, 8, 9, 10, 11, 12)
 
 
+class _Trees:
+    """The trees of a sector of ``nodes`` nodes: tree R / C of arities
+    ``base-sub-top`` (Poseidon), tree D binary (SHA-256)."""
+    nodes: int
+    base: int
+    sub: int
+    top: int
+
+    @property
+    def tree_r_arities(self) -> tuple:
+        """Level arities of tree R / C, leaves first (the Poseidon path)."""
+        return tree_arities(self.base, self.sub, self.top, self.nodes)
+
+    @property
+    def tree_d_depth(self) -> int:
+        return self.nodes.bit_length() - 1
+
+
 @dataclasses.dataclass(frozen=True)
-class SectorSize:
+class SectorSize(_Trees):
     """One sector size's parameters (see the module docstring)."""
     name: str
     nodes: int
@@ -60,15 +78,6 @@ class SectorSize:
     @property
     def sector_bytes(self) -> int:
         return self.nodes * NODE_SIZE
-
-    @property
-    def tree_r_arities(self) -> tuple:
-        """Level arities of tree R / C, leaves first (the Poseidon path)."""
-        return tree_arities(self.base, self.sub, self.top, self.nodes)
-
-    @property
-    def tree_d_depth(self) -> int:
-        return self.nodes.bit_length() - 1
 
     @property
     def snap_hs(self) -> tuple:
@@ -108,7 +117,7 @@ def params(size: str) -> SectorSize:
 
 # ---------------------------------------------------------------- §5 test family
 @dataclasses.dataclass(frozen=True)
-class MiniPoRep:
+class MiniPoRep(_Trees):
     """storage-proofs-porep tests/stacked_circuit.rs: tree R/C ``base-sub-top``
     over ``nodes`` nodes, 1 challenge, 2 layers (22 inputs with ONE)."""
     nodes: int
@@ -118,17 +127,9 @@ class MiniPoRep:
     layers: int = 2
     challenges: int = 1
 
-    @property
-    def tree_r_arities(self) -> tuple:
-        return tree_arities(self.base, self.sub, self.top, self.nodes)
-
-    @property
-    def tree_d_depth(self) -> int:
-        return self.nodes.bit_length() - 1
-
 
 @dataclasses.dataclass(frozen=True)
-class MiniPoSt:
+class MiniPoSt(_Trees):
     """storage-proofs-post tests/fallback_circuit.rs: ``sectors`` × ``challenges``
     over a tree of ``nodes`` leaves (64 per base tree)."""
     nodes: int
@@ -137,10 +138,6 @@ class MiniPoSt:
     top: int
     sectors: int = 3
     challenges: int = 5
-
-    @property
-    def tree_r_arities(self) -> tuple:
-        return tree_arities(self.base, self.sub, self.top, self.nodes)
 
 
 # constraint counts [T] in research/filecoin-circuits.md §2.2 / §2.3

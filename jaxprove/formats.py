@@ -131,6 +131,19 @@ def _check_prime(name: str, n8: int, prime: int, want_n8: int, want: int, what: 
         raise ValueError(f"{name}: prime {prime:#x} is not BLS12-381's {what}{hint}")
 
 
+def _field_header(secs, name: str, extra: int) -> tuple[bytes, int]:
+    """Section 1 of a .r1cs or .wtns: n8 (u32), the prime in n8 bytes (must
+    be BLS12-381's r), then ``extra`` bytes; returns (the section, n8)."""
+    hdr = _section(secs, 1, name)
+    if len(hdr) < 4:
+        raise ValueError(f"{name}: header section truncated")
+    (n8,) = struct.unpack_from("<I", hdr, 0)
+    if len(hdr) != 4 + n8 + extra:
+        raise ValueError(f"{name}: header section has {len(hdr)} bytes, expected {4 + n8 + extra}")
+    _check_prime(name, n8, int.from_bytes(hdr[4:4 + n8], "little"), N8R, R, "scalar field r")
+    return hdr, n8
+
+
 def _ints(buf, n8: int, count: int, bound: int, name: str, what: str) -> list[int]:
     vals = [int.from_bytes(buf[i * n8:(i + 1) * n8], "little") for i in range(count)]
     for i, v in enumerate(vals):
@@ -191,13 +204,7 @@ def read_r1cs(path) -> R1CS:
     secs = _sections(_read(path), b"r1cs", (1,), name)
     if 4 in secs or 5 in secs:
         raise ValueError(f"{name}: custom gates (sections 4, 5) are not supported (PLONK only)")
-    hdr = _section(secs, 1, name)
-    if len(hdr) < 4:
-        raise ValueError(f"{name}: header section truncated")
-    (n8,) = struct.unpack_from("<I", hdr, 0)
-    if len(hdr) != 4 + n8 + 28:
-        raise ValueError(f"{name}: header section has {len(hdr)} bytes, expected {4 + n8 + 28}")
-    _check_prime(name, n8, int.from_bytes(hdr[4:4 + n8], "little"), N8R, R, "scalar field r")
+    hdr, n8 = _field_header(secs, name, 28)
     n_wires, n_out, n_in, n_prv, _labels, n_cons = struct.unpack_from("<IIIIQI", hdr, 4 + n8)
     num_inputs = 1 + n_out + n_in
     if num_inputs + n_prv > n_wires:
@@ -227,13 +234,7 @@ def read_wtns(path, num_vars: int | None = None) -> jnp.ndarray:
     ``num_vars`` the length must match it."""
     name = str(path)
     secs = _sections(_read(path), b"wtns", (1, 2), name)
-    hdr = _section(secs, 1, name)
-    if len(hdr) < 4:
-        raise ValueError(f"{name}: header section truncated")
-    (n8,) = struct.unpack_from("<I", hdr, 0)
-    if len(hdr) != 4 + n8 + 4:
-        raise ValueError(f"{name}: header section has {len(hdr)} bytes, expected {n8 + 8}")
-    _check_prime(name, n8, int.from_bytes(hdr[4:4 + n8], "little"), N8R, R, "scalar field r")
+    hdr, n8 = _field_header(secs, name, 4)
     (n,) = struct.unpack_from("<I", hdr, 4 + n8)
     if num_vars is not None and n != num_vars:
         raise ValueError(f"{name}: witness has {n} values, the circuit has {num_vars} wires")

@@ -7,6 +7,9 @@ timed repetitions after a warm-up, XLA's memory analysis of the program
 result was checked:
 
 * ntt: intt(ntt(x)) == x on the device for the timed x;
+* to_coset_natural / to_coset_bitrev (``--to-coset``): Groth16's coset
+  transform of 2^k values with and without the bit-reversal gathers
+  (hypothesis 34), the second checked equal to the first;
 * msm: bases are P_i = k_i·G for device-random k_i, so Σ s_i·P_i must equal
   (Σ s_i·k_i mod r)·G, the dot product summed on the device and the right
   side computed by the fixed-base windowed multiplication;

@@ -299,11 +299,15 @@ def _bit_reverse(i, k: int):
     return r
 
 
-def _check(x, dom: Domain, name: str):
+def _check(x, dom: Domain, name: str, cosets: bool = False):
+    """x is Fr elements over the domain; with ``cosets`` the domain has its
+    coset tables (``domain`` builds both or neither)."""
     if x.ndim < 2 or x.shape[0] != Fr.L:
         raise ValueError(f"{name}: expected Fr elements (8, *batch, n), got shape {x.shape}")
     if x.shape[-1] != dom.n:
         raise ValueError(f"{name}: last axis has {x.shape[-1]} elements, the domain has {dom.n}")
+    if cosets and (dom.coset is None or dom.inv_coset is None):
+        raise ValueError(f"{name}: the domain was built with cosets=False")
 
 
 def _groups(log_n: int):
@@ -420,18 +424,14 @@ def intt(X, dom: Domain, passes: str = PASSES):
 @_jit
 def coset_ntt(x, dom: Domain, passes: str = PASSES):
     """Evaluations on the coset g·⟨ω⟩: ntt(g^i · x_i)."""
-    _check(x, dom, "coset_ntt")
-    if dom.coset is None:
-        raise ValueError("coset_ntt: the domain was built with cosets=False")
+    _check(x, dom, "coset_ntt", cosets=True)
     return _transform(scale_by_powers(x, dom.coset), dom.twiddles, dom.log_n, False, passes)
 
 
 @_jit
 def coset_intt(X, dom: Domain, passes: str = PASSES):
     """Inverse of coset_ntt: g^(−i) · intt(X)_i."""
-    _check(X, dom, "coset_intt")
-    if dom.inv_coset is None:
-        raise ValueError("coset_intt: the domain was built with cosets=False")
+    _check(X, dom, "coset_intt", cosets=True)
     return scale_by_powers(_transform(X, dom.inv_twiddles, dom.log_n, True, passes), dom.inv_coset)
 
 
@@ -462,9 +462,7 @@ def coset_ntt_from_bitrev(x, dom: Domain, passes: str = PASSES):
     """coset_ntt(bit_reverse(x)): coefficients in bit-reversed order in
     (x_k the coefficient of X^rev(k), scaled by g^rev(k)), evaluations on
     the coset g·⟨ω⟩ out in natural order (DIT passes; no gather)."""
-    _check(x, dom, "coset_ntt_from_bitrev")
-    if dom.coset is None:
-        raise ValueError("coset_ntt_from_bitrev: the domain was built with cosets=False")
+    _check(x, dom, "coset_ntt_from_bitrev", cosets=True)
     x = scale_by_powers(x, dom.coset, bitrev=True)
     return _transform(x, dom.twiddles, dom.log_n, False, passes, "rn")
 
@@ -474,9 +472,7 @@ def coset_intt_to_bitrev(X, dom: Domain, passes: str = PASSES):
     """bit_reverse(coset_intt(X)): natural evaluations on the coset in,
     coefficients out in bit-reversed order (DIF passes, then g^(−rev(k))·n⁻¹;
     no gather)."""
-    _check(X, dom, "coset_intt_to_bitrev")
-    if dom.inv_coset is None:
-        raise ValueError("coset_intt_to_bitrev: the domain was built with cosets=False")
+    _check(X, dom, "coset_intt_to_bitrev", cosets=True)
     t = _transform(X, dom.inv_twiddles, dom.log_n, True, passes, "nr")
     return scale_by_powers(t, dom.inv_coset, bitrev=True)
 

@@ -85,8 +85,9 @@ def test_bad_input_is_named():
         N.ntt(jnp.zeros((8, 8), jnp.uint32), dom)
     with pytest.raises(ValueError, match="Fr elements"):
         N.ntt(jnp.zeros((12, 4), jnp.uint32), dom)
-    with pytest.raises(ValueError, match="cosets=False"):
-        N.coset_ntt(jnp.zeros((8, 4), jnp.uint32), N.domain(2, cosets=False))
+    for f in (N.coset_ntt, N.coset_intt, N.coset_ntt_from_bitrev, N.coset_intt_to_bitrev):
+        with pytest.raises(ValueError, match=f"{f.__name__}: the domain was built with cosets=False"):
+            f(jnp.zeros((8, 4), jnp.uint32), N.domain(2, cosets=False))
 
 
 @pytest.mark.parametrize("k,batch", [(1, 1), (3, 2), (4, 3)])

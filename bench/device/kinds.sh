@@ -34,7 +34,8 @@ done
 
 # one case: $1 kind:size, $2 phase (warm|timed)
 one() {
-    local kind=${1%%:*} size=${1##*:} reps=5 out=$R/small.jsonl log=$R/small_${1%%:*}_${1##*:}.log
+    local kind=${1%%:*} size=${1##*:}
+    local reps=5 out=$R/small.jsonl log=$R/small_${kind}_${size}.log
     if [ "$2" = warm ]; then reps=1 out=$R/warm.jsonl log=$R/small_warm_${kind}_${size}.log; fi
     XLA_PYTHON_CLIENT_PREALLOCATE=false timeout ${CASE_TIMEOUT:-600} python3 -m bench.filecoin \
         --kinds "$kind" --sizes "$size" --cache --no-verify --reps $reps --save "$R/fc" \

@@ -22,7 +22,10 @@ winning-post, window-post, porep, snap; sizes of ``circuits.filecoin.sizes``):
    the next;
 3. with the exact counts, the device peak of setup and proving is estimated
    again (keys, matrices, NTT buffers, ``ops.msm.working_set_bytes`` of the
-   largest MSM) and the case is skipped if it cannot fit;
+   largest MSM) and the case is skipped if it cannot fit — unless only the
+   merged MSM passes are too large beside the resident key: then the key is
+   built split on the device and each MSM runs alone in chunks within the
+   memory left (``msm_budget_bytes`` recorded, ``msm_budget_auto`` true);
 4. **setup** (seconds, cumulative per stage as it goes), a synthetic,
    satisfiable job from the kind's own generator (``CircuitSpec.synthetic``
    seeded by ``--seed``: the JSON form a client sends, parsed back by
@@ -382,11 +385,13 @@ def limits() -> dict:
     return {"device": int(stats.get("bytes_limit") or avail), "host": int(avail)}
 
 
+def gib(b: int) -> str:
+    """Bytes for a message: GiB from 1 GiB up, MiB below."""
+    return f"{b / 2**30:.1f} GiB" if b >= 2**30 else f"{b / 2**20:.1f} MiB"
+
+
 def shortfall(p: Plan, lim: dict, stages=("record", "setup", "prove")) -> str | None:
     """Why the planned case cannot fit ``lim`` (``limits()``), or None."""
-    def gib(b):
-        return f"{b / 2**30:.1f} GiB" if b >= 2**30 else f"{b / 2**20:.1f} MiB"
-
     need = {"record": [("host", p.host_record_bytes)],
             "setup": [("device", p.setup_peak_bytes), ("host", p.host_setup_bytes)],
             "prove": [("device", p.prove_peak_bytes)]}
@@ -549,6 +554,19 @@ def run_case(kind: str, size: str, reps: int = 5, env: dict | None = None,
             why, resident_why = shortfall(exact, lim, ("setup", "prove")), resident_shortfall()
             _say(f"the SpMV program takes {xla / 2**30:.1f} GiB by XLA's count (the model: "
                  f"{rec['spmv_bytes_model'] / 2**30:.1f} GiB)")
+    if why and msm_budget is None and not keys_in_host:
+        # the key fits on the device but not beside the merged MSMs' working set (SnapDeals
+        # 512MiB: ~135 GiB planned, session 17): the per-MSM path instead, the key built
+        # split on the device and each MSM in chunks within what the rest leaves
+        budget = lim["device"] - planned(0, False, spmv_bytes).prove_peak_bytes
+        if budget >= RESIDENT_MSM_FLOOR and not shortfall(planned(budget, False, spmv_bytes),
+                                                          lim, ("setup", "prove")):
+            _say(f"the merged MSMs do not fit beside the key ({why}): each MSM alone, in "
+                 f"chunks within {gib(budget)}")
+            msm_budget, why = budget, None
+            exact = planned(msm_budget, False, spmv_bytes)
+            rec.update(exact.as_record("plan_"), msm_budget_bytes=msm_budget,
+                       msm_budget_auto=True)
     if not why and resident_why and not streaming_reps:
         why = f"with the key resident, {resident_why}"
     if why and not force:

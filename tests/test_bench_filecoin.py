@@ -354,3 +354,50 @@ def test_first_proof_progress_names_each_stage_once(capsys, monkeypatch):
     lines = [ln.split("] ", 1)[1] for ln in capsys.readouterr().err.splitlines()]
     assert lines == ["x: first proof: spmv at 1.0 s", "x: first proof: ntt at 2.0 s",
                      "x: first proof: msm_a at 3.0 s", "x: first proof: msm_a at 50.0 s"]
+
+
+def test_a_key_that_fits_without_the_merged_msms_gets_an_msm_budget(tmp_path, monkeypatch,
+                                                                   capsys):
+    """SnapDeals 512MiB on the H200 (session 17): the key fits on the device,
+    the merged MSM passes beside it do not.  The plan then builds the key split
+    on the device and gives each MSM what the rest leaves (the per-MSM path)
+    instead of refusing the case; with less than ``RESIDENT_MSM_FLOOR`` left
+    it still refuses."""
+    from jaxprove import pce
+    kw = dict(challenges=1)
+    monkeypatch.setattr(pce, "evaluate_bytes", lambda m, batch=1: 1 << 10)
+    monkeypatch.setattr(pce, "evaluate_xla_bytes", lambda m, batch=1: None)
+    monkeypatch.setattr(F, "RESIDENT_MSM_FLOOR", 1 << 20)
+    monkeypatch.setattr(F, "SETUP_CHUNK_BYTES", 1 << 16)      # the setup's chunk, not the point
+    r = F.run_case("window-post", "2KiB", record_only=True, **kw).record
+
+    def planned(budget):
+        return F.plan(r["rows"], r["num_vars"], r["num_aux"], r["num_vars"] - r["bit_vars"],
+                      r["matrices_bytes"], budget, False, 1 << 10)
+    merged, floor = planned(None), planned(F.RESIDENT_MSM_FLOOR)
+    assert merged.prove_peak_bytes > floor.prove_peak_bytes      # the merged passes are larger
+    limit = floor.prove_peak_bytes + (merged.prove_peak_bytes - floor.prove_peak_bytes) // 2
+    limit = max(limit, floor.setup_peak_bytes)
+    assert merged.prove_peak_bytes > limit
+    monkeypatch.setattr(F, "limits", lambda: {"device": limit, "host": 1 << 40})
+    seen = {}
+
+    class ReachedSetup(Exception):
+        pass
+
+    def setup(*a, **k):
+        seen.update(k)
+        raise ReachedSetup
+
+    monkeypatch.setattr(F.G, "setup", setup)
+    out = tmp_path / "r.jsonl"
+    with pytest.raises(ReachedSetup):
+        F.run_case("window-post", "2KiB", out=str(out), **kw)
+    budget = limit - planned(0).prove_peak_bytes
+    assert planned(budget).prove_peak_bytes <= limit
+    assert f"each MSM alone, in chunks within {F.gib(budget)}" in capsys.readouterr().err
+    assert seen["positions"] is not None and seen["host"] is False   # built split, on the device
+    # less than the floor left: refused as before
+    monkeypatch.setattr(F, "RESIDENT_MSM_FLOOR", budget + 1)
+    rec = F.run_case("window-post", "2KiB", out=str(out), **kw).record
+    assert rec["skipped"].startswith("prove needs about") and "msm_budget_auto" not in rec

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import tarfile
 
 import pytest
 
@@ -29,6 +30,10 @@ def test_poll_reports_a_finished_run(tmp_path):
     (run / "pipe.log").write_text("[00:00:00] prove rc 0\n")
     (run / "prove.log").write_text("proof 1.0 s\n")
     (run / "done").write_text("")
+    (run / "circuits").mkdir()            # kinds.sh's recorded circuits (GBs: session 17's
+    (run / "circuits" / "a.r1cs").write_bytes(b"r")     # run.tgz came back too large)
+    (run / "fc").mkdir()
+    (run / "fc" / "proof.json").write_text("{}")
     cache = tmp_path / "jc"
     cache.mkdir()
     (cache / "jit_f-1-cache").write_bytes(b"x" * 100)
@@ -37,6 +42,9 @@ def test_poll_reports_a_finished_run(tmp_path):
                          capture_output=True, text=True, timeout=20)
     assert got.returncode == 0 and "prove rc 0" in got.stdout and "DONE" in got.stdout
     assert "proof 1.0 s" in got.stdout and (out / "run.tgz").stat().st_size > 0
+    with tarfile.open(out / "run.tgz") as t:
+        names = t.getnames()
+    assert "./fc/proof.json" in names and not any("circuits" in n for n in names)
     assert (out / "jc.tgz.00").stat().st_size > 0          # the cache, for the next session
 
 

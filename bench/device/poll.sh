@@ -20,7 +20,7 @@ for f in "$R"/*.log "$R"/*/*.log; do   # and a BESIDE_SH pipeline's own RUN_DIR 
 done
 free -g | head -2
 nvidia-smi --query-gpu=memory.used --format=csv,noheader 2>/dev/null
-[ -n "${OUT:-}" ] && tar czf "$OUT/run.tgz" -C "$R" --exclude='*.npy' .
+[ -n "${OUT:-}" ] && tar czf "$OUT/run.tgz" -C "$R" --exclude='*.npy' --exclude=./circuits .   # recorded circuits: GBs
 if [ -e "$R/done" ] || [ -n "${PACK:-}" ]; then
     [ -n "${OUT:-}" ] && bash "$(dirname "$0")/cache.sh" pack    # for the next session's carry
 fi

@@ -13,6 +13,8 @@ result was checked:
 * msm: bases are P_i = k_i·G for device-random k_i, so Σ s_i·P_i must equal
   (Σ s_i·k_i mod r)·G, the dot product summed on the device and the right
   side computed by the fixed-base windowed multiplication;
+  ``--windows 16,20`` times the plain cases at each window width (records
+  say ``window``; hypothesis 36);
 * msm_bits75: 75% of the scalars are 0 or 1 (half each), the rest random,
   through ``msm`` with the default config (the 0/1 positions counted and,
   above ``split_threshold``, summed by ``bits_sum``; the record's ``split``
@@ -164,7 +166,7 @@ def bench_to_coset(log_ns, out, reps):
         del got
 
 
-def bench_msm(curve, log_ns, out, reps, bits=(), config=None):
+def bench_msm(curve, log_ns, out, reps, bits=(), config=None, windows=()):
     key = jax.random.PRNGKey(1)
     top = max(list(log_ns) + list(bits))
     n_top = 1 << top
@@ -177,10 +179,10 @@ def bench_msm(curve, log_ns, out, reps, bits=(), config=None):
     cfg = config or M.default_config()
     name = f"msm_{curve.name}" + ("_fused_split" if cfg.fused_split and curve.split else "")
 
-    def one(case, ln, sc):
+    def one(case, ln, sc, window=None):
         n = 1 << ln
         b, ss = bases[..., :n], sc[:, None, :n]
-        c = M.choose_window(n)
+        c = M.check_window(window or M.choose_window(n))
         f, comp, mem = aot(M._msm_jit, curve, b, ss, c, cfg)
         res = f(b, ss)
         ok = matches(curve, res[..., 0], dot_int(sc[:, :n], k[:, :n]))
@@ -211,7 +213,8 @@ def bench_msm(curve, log_ns, out, reps, bits=(), config=None):
 
     plain = {}
     for ln in log_ns:
-        plain[ln] = one(name, ln, s)
+        for c in windows or [None]:
+            plain[ln] = one(name, ln, s, c)
     for ln in bits:
         kk = jax.random.fold_in(key, 100 + ln)
         u = jax.random.uniform(kk, (n_top,))
@@ -315,6 +318,9 @@ def main():
                     help="sizes of h's coset transform, natural order against bit-reversed (hypothesis 34)")
     ap.add_argument("--g1", type=ints, default=[])
     ap.add_argument("--g2", type=ints, default=[])
+    ap.add_argument("--windows", type=ints, default=[],
+                    help="window bits of the plain --g1/--g2 cases, each its own record "
+                         "(default: choose_window's; hypothesis 36: above 16)")
     ap.add_argument("--bits", type=ints, default=[], help="G1 sizes for the 75%%-bits case")
     ap.add_argument("--profile", type=ints, default=[], help="G1 sizes for the stage profile")
     ap.add_argument("--budget", type=int, default=None)
@@ -330,11 +336,11 @@ def main():
     if a.to_coset:
         bench_to_coset(a.to_coset, a.out, a.reps)
     if a.g1 or a.bits:
-        bench_msm(G1, a.g1, a.out, a.reps, a.bits)
+        bench_msm(G1, a.g1, a.out, a.reps, a.bits, windows=a.windows)
     if a.profile:
         bench_profile(a.profile, a.out, a.reps)
     if a.g2:
-        bench_msm(G2, a.g2, a.out, a.reps)
+        bench_msm(G2, a.g2, a.out, a.reps, windows=a.windows)
         if a.g2_both:
             cfg = M.default_config()
             bench_msm(G2, a.g2, a.out, a.reps,

@@ -71,6 +71,10 @@ from ops.platform import by_platform, platform
 from ops.field import Fr
 
 SCALAR_BITS = 256            # windows cover 256 bits, so a signed top digit never carries out
+# the widest window ``MSMConfig.window`` may ask for (``choose_window`` stays at 16 or less):
+# a window's c bits straddle at most two 32-bit limbs, and the keys (g·W + w)·2^(c−1) + |d| − 1
+# and their sentinel G·W·2^(c−1) must stay int32 (``check_window``)
+MAX_WINDOW = 24
 _NEG, _RESTART = 1, 2        # step flags
 
 
@@ -145,6 +149,16 @@ def default_config(*like) -> MSMConfig:
 
 def num_windows(c: int) -> int:
     return -(-SCALAR_BITS // c)
+
+
+def check_window(c: int, G: int = 1) -> int:
+    """c, if windows of c bits can key G scalar vectors' buckets (``MAX_WINDOW``)."""
+    if not 1 <= c <= MAX_WINDOW:
+        raise ValueError(f"msm: window must be in [1, {MAX_WINDOW}], got {c}")
+    if G * num_windows(c) << (c - 1) >= 1 << 31:
+        raise ValueError(f"msm: {G} scalar vectors with {c}-bit windows need "
+                         f"{G * num_windows(c) << (c - 1):,} bucket keys, more than int32 holds")
+    return c
 
 
 def choose_window(n: int) -> int:
@@ -656,9 +670,7 @@ def msm(curve: Curve, bases, scalars, config: MSMConfig | None = None, on_chunk=
     n = bases.shape[-1]
     batch = scalars.shape[1:-1]
     G = math.prod(batch)
-    c = cfg.window or choose_window(n)
-    if not 1 <= c <= 16:
-        raise ValueError(f"msm: window must be in [1, 16], got {c}")
+    c = check_window(cfg.window or choose_window(n), G)
     s = jnp.asarray(scalars).reshape(8, G, n)
     if cfg.split_threshold is not None and not any(
             isinstance(x, jax.core.Tracer) for x in (bases, scalars)):
@@ -673,7 +685,7 @@ def msm(curve: Curve, bases, scalars, config: MSMConfig | None = None, on_chunk=
         bases = np.pad(bases, pad) if isinstance(bases, np.ndarray) else jnp.pad(bases, pad)
         s = jnp.pad(s, ((0, 0), (0, 0), (0, n2 - n)))
         n = n2
-        c = cfg.window or choose_window(n)
+        c = check_window(cfg.window or choose_window(n), G)
     if cfg.budget_bytes is None or working_set_bytes(curve, n, G, c, cfg) <= cfg.budget_bytes:
         out = _msm_jit(curve, _to_device(bases), s, c, _traced(cfg))
         return out.reshape(curve.proj + batch)
@@ -1038,7 +1050,8 @@ def msm_many(curve: Curve, parts: Sequence[Part], config: MSMConfig | None = Non
         outs.append(p.out)
     if sum(b.shape[-1] for b in bases) >= 1 << 31:
         raise ValueError("msm_many: more than 2^31 bases in one call")
-    c = cfg.window or choose_window(max(1, max(d.shape[0] for d in dense)))
+    c = check_window(cfg.window or choose_window(max(1, max(d.shape[0] for d in dense))),
+                     (max(outs) + 1) * Gb)
     out = _many_jit(curve, tuple(outs), c, _traced(cfg), tuple(bases), tuple(scalars), tuple(dense),
                     tuple(bits))
     return out.reshape(curve.proj + (max(outs) + 1,) + batch)

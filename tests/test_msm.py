@@ -64,7 +64,7 @@ def test_signed_digits_recompose():
     rng = random.Random(1)
     ks = [0, 1, R - 1, 2**254, (1 << 255) - 1] + [rng.randrange(R) for _ in range(27)]
     limbs = np.array([[(k >> (32 * i)) & 0xFFFFFFFF for k in ks] for i in range(8)], np.uint32)
-    for c in (1, 3, 4, 7, 13, 16):
+    for c in (1, 3, 4, 7, 13, 16, 17, 20, 24):      # above 16: MSMConfig.window only
         d = np.asarray(M.signed_digits(jnp.asarray(limbs), c)).astype(object)
         assert d.shape == (M.num_windows(c), len(ks))
         assert np.all(np.abs(d.astype(np.int64)) <= 1 << (c - 1))
@@ -365,6 +365,25 @@ def test_msm_bad_input(g1_bases):
     with pytest.raises(ValueError, match="budget"):
         M.msm(G1, bases, s, M.MSMConfig(window=4, lanes=8, small_lanes=4, budget_bytes=1000,
                                         split_threshold=None))
+
+
+def test_windows_above_16_bits(g1_bases):
+    """``MSMConfig.window`` above ``choose_window``'s 16 bits (hypothesis 36:
+    fewer windows, fewer additions at 2^24 and above): a 17-bit window
+    (2^16 buckets per window, digits straddling two limbs) against py_ecc;
+    windows past ``MAX_WINDOW``, or too many buckets for int32 keys, are
+    refused by name."""
+    ks, bases = g1_bases
+    rng = random.Random(17)
+    scalars = [rng.randrange(R) for _ in ks]
+    cfg = M.MSMConfig(window=17, lanes=8, small_lanes=1 << 8, min_steps=4)
+    assert _run(bases, scalars, cfg=cfg) == _expected(ks, scalars)
+    s = jnp.asarray(Fr.from_int(np.array(scalars, dtype=object)))[:, None, :]
+    with pytest.raises(ValueError, match=r"window must be in \[1, 24\], got 25"):
+        M.msm(G1, bases, s, M.MSMConfig(window=25))
+    assert M.check_window(24, 23) == 24
+    with pytest.raises(ValueError, match="24 scalar vectors with 24-bit windows need"):
+        M.check_window(24, 24)
 
 
 def test_choose_window_grows_with_n():

@@ -84,6 +84,7 @@ class DaemonConfig:
     max_batch_wait_ms: float = 0.0
     budget_bytes: int | None = None
     msm_budget_bytes: int | None = None
+    out_of_core_bytes: int | None = None      # the 16 GB mode: a, b, c and h out of core
     verify: bool = True
     lookahead: int = 1
     devices: int | None = None                # use the first N local devices (None: all)
@@ -215,7 +216,9 @@ class Service:
         if prover is None:
             prover = E.Groth16Prover(config.keys_dir, config.pce_dir, config.setup_on_first_use,
                                      config.setup_seed,
-                                     keys_in_host_memory=config.msm_budget_bytes is not None)
+                                     keys_in_host_memory=config.msm_budget_bytes is not None
+                                     or config.out_of_core_bytes is not None,
+                                     out_of_core_budget=config.out_of_core_bytes)
         if devices is None:
             devices = jax.local_devices()[:config.devices] if config.devices else None
         self.engine = E.Engine(self.registry, config.engine_config(), prover, devices,

@@ -471,11 +471,26 @@ class Groth16Prover:
     memory (streaming mode, with the engine's ``msm_budget_bytes``).
     ``verify_on_host``: the self-check pairing runs on the host CPU (the
     pairing's GPU kernels compiled for over 4 min on the H200 without
-    finishing; on the CPU: ~36 s once, then ~0.5 s per proof, bench/NOTES.md)."""
+    finishing; on the CPU: ~36 s once, then ~0.5 s per proof, bench/NOTES.md).
+    ``out_of_core_budget`` (bytes; the 16 GB mode, with the keys in host
+    memory): the PCE matrices stay in host memory and each proof computes
+    a, b, c and h out of core within that many device bytes per program
+    (``groth16.prove(out_of_core_budget=)``): a 2^27 circuit's a, b, c and
+    its NTT buffers (~24 GiB on the device in core) never live on a 16 GB
+    card.  The MSMs run within the engine's ``msm_budget_bytes``, else
+    within the same budget."""
 
     def __init__(self, keys_dir: str | None = None, pce_dir: str | None = None,
                  setup_on_first_use: bool = False, setup_seed: int | None = None,
-                 keys_in_host_memory: bool = False, verify_on_host: bool = True):
+                 keys_in_host_memory: bool = False, verify_on_host: bool = True,
+                 out_of_core_budget: int | None = None):
+        if out_of_core_budget is not None and out_of_core_budget <= 0:
+            raise ValueError(f"out_of_core_budget must be a positive number of bytes, "
+                             f"got {out_of_core_budget}")
+        if out_of_core_budget is not None and not keys_in_host_memory:
+            raise ValueError("out_of_core_budget needs keys_in_host_memory: a key resident on "
+                             "the device would take the memory the out-of-core mode saves")
+        self.out_of_core_budget = out_of_core_budget
         self.keys_in_host_memory = keys_in_host_memory
         self.verify_on_host = verify_on_host
         self.keys_dir, self.pce_dir = keys_dir, pce_dir
@@ -534,12 +549,15 @@ class Groth16Prover:
                                    self.pce_dir)
         else:
             m = pce.extract(self._record(spec))
-        m = jax.device_put(m, device)
+        # out of core the matrices stay in host memory (row blocks go to the device per proof)
+        # and h needs no resident domain
+        ooc = self.out_of_core_budget is not None
+        m = pce.to_host(m) if ooc else jax.device_put(m, device)
         if pk.a.shape[-1] != m.num_vars or vk.ic.shape[-1] != m.num_inputs:
             raise ValueError(f"proving key {key_name(spec.topology)!r} does not fit circuit "
                              f"{spec.topology} ({pk.a.shape[-1]} vs {m.num_vars} variables)")
         with jax.default_device(device):
-            dom = N.domain(G.domain_log(m.rows))
+            dom = None if ooc else N.domain(G.domain_log(m.rows))
             pos = G.msm_positions(m)
         if self.keys_in_host_memory:     # host vectors, split once by the MSM positions,
             for f in G.SPLIT_VECTORS:    # one at a time: the key plus one vector in host memory
@@ -549,12 +567,22 @@ class Groth16Prover:
         return Resident(pk, vk, m, nbytes, dom, pos)
 
     def check(self, res, w) -> list:
+        """Per instance None or why its witness fails (a·b ≠ c), so that one
+        bad instance does not fail its batch.  Out of core, a batch of one is
+        not checked here: its proof evaluates a, b, c out of core anyway and
+        refuses an unsatisfied witness, naming the row (a second host-streamed
+        evaluation would only repeat that)."""
         import numpy as np
 
         from jaxprove import pce
-        ok, first = pce.is_satisfied(res.matrices, w)
-        return [None if o else f"the witness does not satisfy the circuit (first failing row {r})"
-                for o, r in zip(np.asarray(ok).reshape(-1), np.asarray(first).reshape(-1))]
+        if self.out_of_core_budget is None:
+            first = pce.is_satisfied(res.matrices, w)[1]
+        elif w.shape[1] == 1:
+            return [None]
+        else:
+            first = pce.evaluate_host(res.matrices, w, self.out_of_core_budget, check=True)[3]
+        return [None if r < 0 else f"the witness does not satisfy the circuit (first failing "
+                f"row {r})" for r in np.asarray(first).reshape(-1)]
 
     def prove(self, res, w, use, msm_budget_bytes, on_stage=None):
         import jax.numpy as jnp
@@ -569,7 +597,8 @@ class Groth16Prover:
         cfg = None if msm_budget_bytes is None else \
             dataclasses.replace(M.default_config(), budget_bytes=msm_budget_bytes)
         proof, times = G.prove(res.pk, res.matrices, w, msm_config=cfg, domain=res.domain,
-                               positions=res.positions, on_stage=on_stage)
+                               positions=res.positions, on_stage=on_stage,
+                               out_of_core_budget=self.out_of_core_budget)
         pub = Fr.to_int(np.asarray(w[:, :, 1:res.matrices.num_inputs]))
         return proof, [[int(v) for v in row] for row in pub], times
 

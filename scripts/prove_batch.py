@@ -57,6 +57,9 @@ def define_flags():
     flags.DEFINE_integer("budget_bytes", None, "residency budget per device")
     flags.DEFINE_integer("msm_budget_bytes", None,
                          "streaming mode: MSM working-set budget; proving keys stay in host memory")
+    flags.DEFINE_integer("out_of_core_bytes", None,
+                         "the 16 GB mode: a, b, c and h computed out of core within this many "
+                         "device bytes per program; proving keys and matrices in host memory")
     flags.DEFINE_bool("verify", True, "verify every proof before returning it")
     flags.DEFINE_bool("cache", True, "use the persistent compilation cache")
 
@@ -147,7 +150,9 @@ def main(argv):
         named = [(f"synthetic-{i:04d}", spec.synthetic(rng)) for i in range(FLAGS.synthetic)]
     prover = E.Groth16Prover(FLAGS.keys_dir, FLAGS.pce_dir, FLAGS.setup_on_first_use,
                              FLAGS.setup_seed,
-                             keys_in_host_memory=FLAGS.msm_budget_bytes is not None)
+                             keys_in_host_memory=FLAGS.msm_budget_bytes is not None
+                             or FLAGS.out_of_core_bytes is not None,
+                             out_of_core_budget=FLAGS.out_of_core_bytes)
     config = E.EngineConfig(max_batch_size=FLAGS.max_batch_size,
                             max_batch_wait_s=FLAGS.max_batch_wait_ms / 1000.0,
                             budget_bytes=FLAGS.budget_bytes,

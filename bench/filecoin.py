@@ -55,6 +55,8 @@ engine's) bounds the MSMs' device memory for circuits whose merged MSM
 passes do not fit.  ``--then-resident`` then places the same key on the
 device and times proofs again (a second record): one setup for both modes;
 ``--streaming-reps 0`` skips the streaming proofs (and their compiles).
+``--out-of-core-gib`` (with ``--keys-in-host-memory``) is the 16 GB mode: the
+matrices stay in host memory too, and a, b, c and h are computed out of core.
 ``--challenges N`` scales a kind down to N challenges (per sector for PoSt,
 per partition for PoRep and SnapDeals), with the same gadgets and tree
 shapes: a smaller circuit of the same structure (the topology name says
@@ -273,6 +275,7 @@ class Plan(NamedTuple):
     setup_peak_bytes: int
     prove_peak_bytes: int
     host_setup_bytes: int = 0
+    host_prove_bytes: int = 0
 
     def as_record(self, prefix: str = "est_") -> dict:
         return {prefix + k: v for k, v in self._asdict().items()}
@@ -304,7 +307,7 @@ RESIDENT_MSM_FLOOR = 4 << 30
 
 def plan(rows: int, num_vars: int, num_aux: int, dense_vars: int, matrices_bytes: int,
          msm_budget: int | None = None, keys_in_host: bool = False,
-         spmv_bytes: int | None = None) -> Plan:
+         spmv_bytes: int | None = None, out_of_core: int | None = None) -> Plan:
     """Estimated bytes for a circuit of ``rows`` R1CS rows, ``num_vars``
     variables (``num_aux`` aux, ``dense_vars`` not proven boolean) and PCE
     matrices of ``matrices_bytes``, domain m = 2^k ≥ rows:
@@ -326,7 +329,14 @@ def plan(rows: int, num_vars: int, num_aux: int, dense_vars: int, matrices_bytes
     chunks);
     host = ``HOST_BYTES_PER_ROW``·rows (recording and extraction), and for
     the setup that plus the key with ``keys_in_host`` (the key is built
-    split, ``groth16.setup(positions=)``: never a second copy)."""
+    split, ``groth16.setup(positions=)``: never a second copy).
+
+    ``out_of_core`` (bytes, with ``keys_in_host``; the 16 GB mode,
+    ``groth16.prove(out_of_core_budget=)``): no key, matrices or domain on
+    the device; prove peak = w + the larger of the budget (SpMV row blocks,
+    NTT sweeps) and the MSMs' stage (w ‖ r or h, 32·max(num_vars, m), + the
+    MSM budget, which defaults to the same budget); host while proving =
+    the key + the matrices + a, b, c and h (4 vectors of m)."""
     log_m = G.domain_log(rows)
     m = 1 << log_m
     g1, g2 = G1_AFFINE * (2 * num_vars + num_aux + m - 1), G2_AFFINE * num_vars
@@ -346,23 +356,33 @@ def plan(rows: int, num_vars: int, num_aux: int, dense_vars: int, matrices_bytes
     if spmv_bytes is None:
         spmv_bytes = FR_BYTES * (num_vars + 4 * rows)
     stages = (spmv_bytes, FR_BYTES * NTT_VECTORS * m, FR_BYTES * m + msm)
-    return Plan(rows, log_m, HOST_BYTES_PER_ROW * rows, key,
-                FR_BYTES * (7 * num_vars + 2 * m) + (0 if keys_in_host else key)
-                + SETUP_CHUNK_BYTES,
+    setup = (FR_BYTES * (7 * num_vars + 2 * m) + (0 if keys_in_host else key)
+             + SETUP_CHUNK_BYTES)
+    host_setup = HOST_BYTES_PER_ROW * rows + (key if keys_in_host else 0)
+    if out_of_core is not None:
+        if not keys_in_host:
+            raise ValueError("plan: out_of_core needs keys_in_host")
+        msm_stage = FR_BYTES * max(num_vars, m) + (out_of_core if msm_budget is None
+                                                   else msm_budget)
+        return Plan(rows, log_m, HOST_BYTES_PER_ROW * rows, key, setup,
+                    FR_BYTES * num_vars + max(out_of_core, msm_stage), host_setup,
+                    key + matrices_bytes + 4 * FR_BYTES * m)
+    return Plan(rows, log_m, HOST_BYTES_PER_ROW * rows, key, setup,
                 (0 if keys_in_host else key) + matrices_bytes
                 + FR_BYTES * (DOMAIN_VECTORS * m + num_vars) + max(stages),
-                HOST_BYTES_PER_ROW * rows + (key if keys_in_host else 0))
+                host_setup)
 
 
 def plan_from_counts(kind: str, size: str, challenges: int | None = None,
-                     msm_budget: int | None = None, keys_in_host: bool = False) -> Plan:
+                     msm_budget: int | None = None, keys_in_host: bool = False,
+                     out_of_core: int | None = None) -> Plan:
     """``plan`` before recording: rows from ``counts``, every variable taken
     as aux and dense (aux ≈ constraints in these circuits; the prove peak is
     an upper bound until the recorded circuit says which variables are bits)."""
     constraints, inputs = counts(kind, size, challenges)
     rows = constraints + inputs + 1
     return plan(rows, rows, constraints, rows, MATRIX_BYTES_PER_ROW * rows, msm_budget,
-                keys_in_host)
+                keys_in_host, out_of_core=out_of_core)
 
 
 def limits() -> dict:
@@ -394,7 +414,7 @@ def shortfall(p: Plan, lim: dict, stages=("record", "setup", "prove")) -> str | 
     """Why the planned case cannot fit ``lim`` (``limits()``), or None."""
     need = {"record": [("host", p.host_record_bytes)],
             "setup": [("device", p.setup_peak_bytes), ("host", p.host_setup_bytes)],
-            "prove": [("device", p.prove_peak_bytes)]}
+            "prove": [("device", p.prove_peak_bytes), ("host", p.host_prove_bytes)]}
     for stage in stages:
         for where, b in need[stage]:
             if b > lim[where]:
@@ -465,7 +485,7 @@ def run_case(kind: str, size: str, reps: int = 5, env: dict | None = None,
              force: bool = False, setup_seed: int | None = None,
              msm_budget: int | None = None, keys_in_host: bool = False,
              circuit_dir: str | None = None, then_resident: bool = False,
-             streaming_reps: int | None = None) -> Result:
+             streaming_reps: int | None = None, out_of_core: int | None = None) -> Result:
     """Benchmark one partition of ``kind`` at ``size`` (module docstring) and
     emit its JSON records (to stdout, appended to ``out``).  Streaming mode
     (the engine's): ``msm_budget`` bytes per MSM call (bases in chunks),
@@ -482,9 +502,18 @@ def run_case(kind: str, size: str, reps: int = 5, env: dict | None = None,
     ``streaming_reps`` (default ``reps``): timed streaming proofs; 0 (only
     with ``then_resident``) skips the streaming proofs and their compiles —
     the key is still set up in host memory, then placed (the streaming
-    record is written without timings, ``streaming_reps`` 0)."""
+    record is written without timings, ``streaming_reps`` 0).
+    ``out_of_core`` (bytes, with ``keys_in_host``; the 16 GB mode): the
+    matrices stay in host memory and a, b, c and h are computed out of core
+    within that many device bytes per program (``Groth16Prover``'s
+    ``out_of_core_budget``); the satisfaction check runs out of core too.
+    Run it under a pool capped like the card (XLA_PYTHON_CLIENT_MEM_FRACTION)
+    to show that the card's memory is enough."""
     if reps < 1:
         raise ValueError(f"reps must be >= 1, got {reps}")
+    if out_of_core is not None and (out_of_core <= 0 or not keys_in_host or then_resident):
+        raise ValueError(f"out_of_core ({out_of_core}) must be a positive byte count, with "
+                         f"keys_in_host and without then_resident")
     streaming_reps = reps if streaming_reps is None else streaming_reps
     if streaming_reps < 0 or (streaming_reps == 0 and not (then_resident and keys_in_host)):
         raise ValueError(f"streaming_reps must be >= 1, or 0 with then_resident and "
@@ -495,8 +524,8 @@ def run_case(kind: str, size: str, reps: int = 5, env: dict | None = None,
     rec = {"case": name, "kind": kind, "size": size, "sector_bytes": spec.sector_size,
            "topology": spec.topology, "challenges": challenges, "seed": seed,
            "msm_budget_bytes": msm_budget, "keys_in_host_memory": keys_in_host,
-           "command": argv_command(), **env}
-    est = plan_from_counts(kind, size, challenges, msm_budget, keys_in_host)
+           "out_of_core_bytes": out_of_core, "command": argv_command(), **env}
+    est = plan_from_counts(kind, size, challenges, msm_budget, keys_in_host, out_of_core)
     lim = limits()
     rec.update(est.as_record(), limit_device_bytes=lim["device"], limit_host_bytes=lim["host"])
     _say(f"{kind} {size} ({spec.topology}): about {est.rows:,} rows, domain 2^{est.domain_log}, "
@@ -521,7 +550,7 @@ def run_case(kind: str, size: str, reps: int = 5, env: dict | None = None,
     def planned(budget, host, spmv_bytes):
         """``plan`` of the recorded circuit with this MSM budget and key placement."""
         return plan(m.rows, m.num_vars, m.num_aux, m.num_vars - bits, m.nbytes, budget, host,
-                    spmv_bytes)
+                    spmv_bytes, out_of_core if host else None)
 
     spmv_bytes = pce.evaluate_bytes(m)
     exact = planned(msm_budget, keys_in_host, spmv_bytes)
@@ -569,6 +598,11 @@ def run_case(kind: str, size: str, reps: int = 5, env: dict | None = None,
                        msm_budget_auto=True)
     if not why and resident_why and not streaming_reps:
         why = f"with the key resident, {resident_why}"
+    if not why and out_of_core is not None:
+        try:                   # the row blocks must fit the budget: say so before the setup
+            pce.plan_blocks(m, 1, out_of_core)
+        except ValueError as e:
+            why = f"out of core: {e}"
     if why and not force:
         _say(f"SKIPPED setup/prove of {kind} {size}: {why}")
         rec["skipped"] = why
@@ -595,7 +629,10 @@ def run_case(kind: str, size: str, reps: int = 5, env: dict | None = None,
     rec["setup_stages_cumulative_s"] = stages
     rec["peak_bytes_after_setup"] = peak_memory_bytes()
     del r1cs
-    dom = jax.block_until_ready(N.domain(rec["domain_log"]))      # resident with the keys
+    if out_of_core is None:
+        dom = jax.block_until_ready(N.domain(rec["domain_log"]))  # resident with the keys
+    else:                      # the 16 GB mode: matrices in host memory, no resident domain
+        m, dom = pce.to_host(m), None
     res = E.Resident(pk, vk, m, _nbytes((pk, vk, m, dom, pos), device_only=True), dom, pos)
     rec["key_bytes"], rec["resident_bytes"] = _nbytes((pk, vk)), res.nbytes
 
@@ -618,9 +655,13 @@ def run_case(kind: str, size: str, reps: int = 5, env: dict | None = None,
         raise RuntimeError(
             f"{kind} {size}: the witness's {len(got)} public inputs differ from the "
             f"{len(want)} the kinds module computes (the key expects {vk.ic.shape[-1] - 1})")
-    prover = E.Groth16Prover()
+    prover = E.Groth16Prover(keys_in_host_memory=keys_in_host, out_of_core_budget=out_of_core)
     t = time.perf_counter()
-    bad = prover.check(res, w)[0]
+    if out_of_core is None:
+        bad = prover.check(res, w)[0]
+    else:                      # the prover leaves a lone instance to its proof: check it here
+        first = int(pce.evaluate_host(m, w, out_of_core, check=True)[3].reshape(-1)[0])
+        bad = None if first < 0 else f"first failing row {first}"
     rec["check_first_s"] = time.perf_counter() - t
     if bad is not None:
         raise RuntimeError(f"{kind} {size}: the synthetic witness fails: {bad}")
@@ -748,6 +789,10 @@ def main(argv=None):
                     help="streaming mode: device bytes per MSM call (bases in chunks)")
     ap.add_argument("--keys-in-host-memory", action="store_true",
                     help="streaming mode: the proving key's point vectors stay in host memory")
+    ap.add_argument("--out-of-core-gib", type=float, default=None,
+                    help="with --keys-in-host-memory: the 16 GB mode, a, b, c and h out of core "
+                         "within this many device bytes per program (cap the pool like the "
+                         "card: XLA_PYTHON_CLIENT_MEM_FRACTION)")
     ap.add_argument("--cache", action="store_true", help="persistent compilation cache")
     ap.add_argument("--circuit-dir", default=None,
                     help="store the recorded circuits and their matrices here and reuse them "
@@ -763,6 +808,10 @@ def main(argv=None):
         raise SystemExit("--challenges: must be >= 1")
     if a.msm_budget_gib is not None and a.msm_budget_gib <= 0:
         raise SystemExit("--msm-budget-gib: must be > 0")
+    if a.out_of_core_gib is not None and (a.out_of_core_gib <= 0 or not a.keys_in_host_memory
+                                          or a.then_resident):
+        raise SystemExit("--out-of-core-gib: must be > 0, with --keys-in-host-memory and "
+                         "without --then-resident")
     if a.then_resident and not a.keys_in_host_memory:
         raise SystemExit("--then-resident: needs --keys-in-host-memory (streaming first)")
     if a.streaming_reps is not None and (a.streaming_reps < 0 or (
@@ -777,7 +826,8 @@ def main(argv=None):
         for kind in kinds:
             run_case(kind, size, a.reps, env, a.out, not a.no_verify, a.save, a.record_only,
                      a.challenges, a.seed, a.force, None, budget, a.keys_in_host_memory,
-                     a.circuit_dir, a.then_resident, a.streaming_reps)
+                     a.circuit_dir, a.then_resident, a.streaming_reps,
+                     None if a.out_of_core_gib is None else int(a.out_of_core_gib * 2**30))
 
 
 if __name__ == "__main__":

@@ -183,6 +183,24 @@ def test_cases_that_cannot_fit_are_refused_before_recording(tmp_path, monkeypatc
     # needs its 70 GiB there besides the recording's, and none on the device
     s = F.plan_from_counts("porep", "32GiB", msm_budget=16 << 30, keys_in_host=True)
     assert F.shortfall(s, h200) is None
+    # proving on a 16 GB card (RTX 5080-class; 128 GiB host; the keys come from a setup made
+    # elsewhere, e.g. Filecoin's .params: our setup's QAP alone needs ~39 GiB at 2^27):
+    # streaming alone needs the 2^27 domain's a, b, c and NTT buffers on the device; the
+    # 16 GB mode (out of core, 6 GiB per program and per MSM call) needs w, h and 6 GiB, the
+    # key, matrices and a, b, c, h in host memory
+    card = {"device": 15 << 30, "host": 128 << 30}
+    assert F.shortfall(F.plan_from_counts("porep", "32GiB", msm_budget=6 << 30,
+                                          keys_in_host=True), card,
+                       ("prove",)).startswith("prove needs")
+    o = F.plan_from_counts("porep", "32GiB", msm_budget=6 << 30, keys_in_host=True,
+                           out_of_core=6 << 30)
+    assert F.shortfall(o, card, ("record", "prove")) is None
+    assert o.prove_peak_bytes == 32 * o.rows + 32 * (1 << 27) + (6 << 30)   # w + h + MSM budget
+    assert o.host_prove_bytes > o.key_bytes + 4 * 32 * (1 << 27)
+    small_host = F.shortfall(o, {"device": 15 << 30, "host": 90 << 30}, ("prove",))
+    assert small_host.startswith("prove needs about") and "host memory" in small_host
+    with pytest.raises(ValueError, match="out_of_core needs keys_in_host"):
+        F.plan_from_counts("porep", "32GiB", out_of_core=6 << 30)
     assert s.setup_peak_bytes == p.setup_peak_bytes - p.key_bytes
     assert s.host_setup_bytes == s.host_record_bytes + s.key_bytes
     why = F.shortfall(s, {"device": 141 << 30, "host": 64 << 30}, stages=("setup",))
@@ -401,3 +419,21 @@ def test_a_key_that_fits_without_the_merged_msms_gets_an_msm_budget(tmp_path, mo
     monkeypatch.setattr(F, "RESIDENT_MSM_FLOOR", budget + 1)
     rec = F.run_case("window-post", "2KiB", out=str(out), **kw).record
     assert rec["skipped"].startswith("prove needs about") and "msm_budget_auto" not in rec
+
+
+@pytest.mark.slow
+def test_the_16gb_mode_proves_out_of_core(tmp_path):
+    """``--out-of-core-gib`` end to end (the 2KiB WindowPoSt at one challenge,
+    5.6 CPU-minutes): key and matrices in host memory (the resident bytes are
+    the positions only), a, b, c and h out of core in row blocks within 8 MiB,
+    each MSM within 16 MiB; the proof verifies and its public inputs match.
+    A budget below the smallest row block is refused before the setup."""
+    out = tmp_path / "o.jsonl"
+    r = F.run_case("window-post", "2KiB", reps=1, challenges=1, setup_seed=3, out=str(out),
+                   msm_budget=1 << 24, keys_in_host=True, out_of_core=1 << 23).record
+    assert r["out_of_core_bytes"] == 1 << 23 and r["public_match"] and r["resident_bytes"] < 1 << 16
+    assert {"msm_a", "msm_h", "spmv", "ntt"} <= set(r["stages_median_s"])
+    assert any(x["case"].endswith(".verify") and x["verified"] for x in _records(out))
+    small = F.run_case("window-post", "2KiB", challenges=1, msm_budget=1 << 24,
+                       keys_in_host=True, out_of_core=1 << 16).record
+    assert small["skipped"].startswith("out of core: evaluate_host: the smallest row block")

@@ -15,7 +15,8 @@ job, witness, resident proof, the timing record, the saved snarkjs JSON
 checked by our verifier reading it back and by ``snarkjs groth16 verify``
 (when installed under ~/.cache/jaxprove/npm), both refusing it once a public
 input is changed, the public challenge indices against hashlib, and the
-planned key bytes against the real key.
+planned key bytes against the real key; and the same kind in the 16 GB mode
+(``--out-of-core-gib``: 5.6 CPU-minutes).
 """
 from __future__ import annotations
 

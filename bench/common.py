@@ -7,6 +7,7 @@ import platform
 import statistics
 import subprocess
 import sys
+import threading
 import time
 
 import jax
@@ -66,6 +67,47 @@ def peak_memory_bytes():
         return st.get("peak_bytes_in_use")
     except Exception:  # noqa: BLE001 - not every backend has memory stats
         return None
+
+
+class InUseSampler:
+    """The largest ``bytes_in_use`` of the first device seen while the block
+    runs, polled every ``every`` seconds on a thread (``max_bytes``; None where
+    the backend reports no memory stats).  The allocator's own peak
+    (``peak_memory_bytes``) covers the whole process and cannot be reset, so
+    it cannot tell a proof's peak from an earlier setup's; this can, at the
+    price of sampling: a spike shorter than ``every`` may be missed.
+
+        with InUseSampler() as s:
+            ...proofs...
+        s.max_bytes
+    """
+
+    def __init__(self, every: float = 0.002):
+        self.every, self.max_bytes = every, None
+        self._stop = threading.Event()
+
+    def _poll(self):
+        try:
+            dev = jax.devices()[0]
+            while True:
+                st = dev.memory_stats() or {}
+                if "bytes_in_use" not in st:
+                    return
+                self.max_bytes = max(self.max_bytes or 0, int(st["bytes_in_use"]))
+                if self._stop.wait(self.every):
+                    return
+        except Exception:  # noqa: BLE001 - not every backend has memory stats
+            return
+
+    def __enter__(self):
+        self._thread = threading.Thread(target=self._poll, daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self._thread.join()
+        return False
 
 
 def argv_command() -> str:

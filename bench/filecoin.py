@@ -41,7 +41,9 @@ winning-post, window-post, porep, snap; sizes of ``circuits.filecoin.sizes``):
    msm_g2 for the merged passes, msm_a … msm_h in streaming mode — and
    combine), and the device's peak bytes in use
    (``bench.common.peak_memory_bytes``: the process's peak so far — run one
-   case per process for a per-case peak).  The timing record is written
+   case per process for a per-case peak; ``proofs_in_use_max_bytes``: the
+   largest bytes in use sampled during the timed proofs alone,
+   ``bench.common.InUseSampler``, below the setup's peak).  The timing record is written
    now, before the risky steps;
 6. ``--save DIR``: snarkjs ``verification_key.json``, ``proof.json`` and
    ``public.json`` of the proof under ``DIR/<kind>_<size>`` (``snarkjs
@@ -91,7 +93,7 @@ from typing import Any, NamedTuple
 import jax
 import numpy as np
 
-from bench.common import argv_command, emit, environment, peak_memory_bytes
+from bench.common import InUseSampler, argv_command, emit, environment, peak_memory_bytes
 from circuits.filecoin import sizes as Z
 from jaxprove import engine as E
 from jaxprove import filecoin_kinds as FK
@@ -720,12 +722,13 @@ def _timed_proofs(prover, res, w, reps: int, msm_budget, want: list, what: str):
     first = time.perf_counter() - t
     _say(f"{what}: first proof {first:.1f} s; timing {reps}")
     totals, per_stage = [], {}
-    for _ in range(reps):
-        proof, public, times = prover.prove(res, w, [True], msm_budget)
-        totals.append(times["total"])
-        for k, v in times.items():
-            per_stage.setdefault(k, []).append(v)
-        _say(f"proof {times['total']:.3f} s")
+    with InUseSampler() as sampled:        # the proofs' own device peak (the setup's is older)
+        for _ in range(reps):
+            proof, public, times = prover.prove(res, w, [True], msm_budget)
+            totals.append(times["total"])
+            for k, v in times.items():
+                per_stage.setdefault(k, []).append(v)
+            _say(f"proof {times['total']:.3f} s")
     public = public[0]
     if public != want:
         raise RuntimeError(f"{what}: the prover returned other public inputs than its "
@@ -734,7 +737,8 @@ def _timed_proofs(prover, res, w, reps: int, msm_budget, want: list, what: str):
     return (dict(median_s=med, min_s=min(totals), max_s=max(totals), reps=reps,
                  first_proof_s=first, compile_s=max(first - med, 0.0),
                  stages_median_s={k: statistics.median(v) for k, v in per_stage.items()},
-                 public_inputs=len(public), public_match=True, peak_bytes=peak_memory_bytes()),
+                 public_inputs=len(public), public_match=True, peak_bytes=peak_memory_bytes(),
+                 proofs_in_use_max_bytes=sampled.max_bytes),
             proof, public)
 
 

@@ -109,7 +109,7 @@ def test_kinds_warm_phase_then_timed_alone(tmp_path):
     bin_, run = tmp_path / "bin", tmp_path / "run"
     bin_.mkdir()
     fake = bin_ / "python3"
-    fake.write_text('#!/bin/bash\necho "$*" >> "$R/calls"\n')
+    fake.write_text('#!/bin/bash\necho "pool $XLA_PYTHON_CLIENT_MEM_FRACTION $*" >> "$R/calls"\n')
     fake.chmod(0o755)
     env = {**os.environ, "PATH": f"{bin_}:{os.environ['PATH']}", "RUN_DIR": str(run),
            "JAXPROVE_CACHE": str(tmp_path / "jc"), "WARM_P": "2"}
@@ -122,6 +122,9 @@ def test_kinds_warm_phase_then_timed_alone(tmp_path):
     warm, timed = calls[:2], calls[2:]
     assert sorted("--kinds porep" in c for c in warm) == [False, True]
     assert all("--reps 1 " in c and f"--out {run}/warm.jsonl" in c for c in warm)
+    # the warm phase shares the GPU at JAX's default pool; a timed case has 95% of it alone
+    assert all(c.startswith("pool 0.75 ") for c in warm)
+    assert all(c.startswith("pool 0.95 ") for c in timed)
     assert ["--kinds porep --sizes 8MiB" in timed[0], "--kinds snap --sizes 512MiB" in timed[1]] == [True, True]
     assert all("--reps 5 " in c and f"--out {run}/small.jsonl" in c for c in timed)
     assert all(f"--circuit-dir {run}/circuits" in c for c in calls)

@@ -13,8 +13,8 @@ result was checked:
 * msm: bases are P_i = k_i·G for device-random k_i, so Σ s_i·P_i must equal
   (Σ s_i·k_i mod r)·G, the dot product summed on the device and the right
   side computed by the fixed-base windowed multiplication;
-  ``--windows 16,20`` times the plain cases at each window width (records
-  say ``window``; hypothesis 36);
+  ``--windows 16,20`` times the plain cases at each window width (cases
+  ``msm_G1_c16``, ``msm_G1_c20``; hypothesis 36);
 * msm_bits75: 75% of the scalars are 0 or 1 (half each), the rest random,
   through ``msm`` with the default config (the 0/1 positions counted and,
   above ``split_threshold``, summed by ``bits_sum``; the record's ``split``
@@ -213,8 +213,8 @@ def bench_msm(curve, log_ns, out, reps, bits=(), config=None, windows=()):
 
     plain = {}
     for ln in log_ns:
-        for c in windows or [None]:
-            plain[ln] = one(name, ln, s, c)
+        for c in windows or [None]:           # an explicit width: its own case (and plot line)
+            plain[ln] = one(name if c is None else f"{name}_c{c}", ln, s, c)
     for ln in bits:
         kk = jax.random.fold_in(key, 100 + ln)
         u = jax.random.uniform(kk, (n_top,))

@@ -355,6 +355,24 @@ def test_engine_shutdown_hands_back_queued_jobs():
 
 
 # ---------------------------------------------------------------- real Groth16 proofs
+MARK = 7                     # a cubic instance with x_0 = MARK gets a bad witness
+
+
+def _cubic_with_bad(k: int) -> E.Registry:
+    """The cubic kind whose witness has its last aux value set to 1 (unsatisfied)
+    in every instance with x_0 = MARK."""
+    good = E.cubic_spec(k)
+
+    def witness(parts):
+        w = good.witness(parts)
+        for i, p in enumerate(parts):
+            if p[0] == MARK:
+                w = w.at[:, i, -1].set(w[:, i, 0])
+        return w
+
+    return E.Registry([dataclasses.replace(good, witness=witness)])
+
+
 def test_groth16_prover_keys_and_satisfaction_check(tmp_path):
     """The real prover's parts short of the MSMs: a missing key is a clear
     error unless setup on first use; the satisfaction check (PCE SpMV) names
@@ -434,17 +452,7 @@ def test_engine_out_of_core_proof(tmp_path):
     from jaxprove import groth16 as G
 
     K = 2
-    MARK = 7
-    good = E.cubic_spec(K)
-
-    def witness(parts):                             # the last aux value set to 1 where marked
-        w = good.witness(parts)
-        for i, p in enumerate(parts):
-            if p[0] == MARK:
-                w = w.at[:, i, -1].set(w[:, i, 0])
-        return w
-
-    reg = E.Registry([dataclasses.replace(good, witness=witness)])
+    good, reg = E.cubic_spec(K), _cubic_with_bad(K)
     prover = E.Groth16Prover(keys_dir=str(tmp_path / "keys"), setup_on_first_use=True,
                              setup_seed=5, keys_in_host_memory=True, out_of_core_budget=8000)
     eng = E.Engine(reg, E.EngineConfig(msm_budget_bytes=1 << 21), prover,
@@ -478,17 +486,7 @@ def test_engine_real_groth16_proofs_of_cubic(tmp_path):
     from py_ecc.bls import point_compression as pc
 
     K = 2
-    MARK = 7                                        # an instance with x_0 = MARK gets a bad witness
-    good = E.cubic_spec(K)
-
-    def witness(parts):                             # the last aux value set to 1 where marked
-        w = good.witness(parts)
-        for i, p in enumerate(parts):
-            if p[0] == MARK:
-                w = w.at[:, i, -1].set(w[:, i, 0])
-        return w
-
-    reg = E.Registry([dataclasses.replace(good, witness=witness)])
+    good, reg = E.cubic_spec(K), _cubic_with_bad(K)
     prover = E.Groth16Prover(keys_dir=str(tmp_path / "keys"), setup_on_first_use=True,
                              setup_seed=5)
     eng = E.Engine(reg, E.EngineConfig(max_batch_size=2), prover, devices=jax.devices()[:1])

@@ -19,7 +19,10 @@ Suites (issues 3-7; sizes are the issues' and do not fit a CPU):
   groth16   SHA-256 circuits at 2^16, 2^20, 2^24 (proofs saved as snarkjs JSON)
   pce       SpMV on the 32GiB-PoRep-shaped matrices (largest that fits), ELL and CSR
   witness   witness generation rates, recording 10^6..10^8 constraints
-  filecoin  every proof kind at 2KiB (proof + verify), 32GiB PoRep record-only
+  filecoin  every proof kind at 2KiB (proof + verify), 8MiB and 512MiB (proof), 32GiB
+            PoRep record-only; the stage plot beside cuzk's figures
+  engine    the 32GiB-PoRep-shaped job (10 partitions of 4M rows) resident and within a
+            16 GB budget, and the mixed stream (WinningPoSt latency under PoRep load)
   smoke     tiny sizes of ntt_msm and groth16 (checks the harness on a CPU)
 """
 from __future__ import annotations
@@ -59,7 +62,20 @@ SUITES = {
     "filecoin": [
         ("2KiB", "bench.filecoin", ["--sizes", "2KiB", "--cache", "--save", "{results}/proofs/filecoin_{tag}"],
          1800),
+        ("8MiB_512MiB", "bench.filecoin", ["--sizes", "8MiB,512MiB", "--cache", "--no-verify",
+                                           "--save", "{results}/proofs/filecoin_{tag}"], 3600),
         ("32GiB_record", "bench.filecoin", ["--kinds", "porep", "--sizes", "32GiB", "--record-only"], 1800),
+    ],
+    "engine": [
+        ("porep_shaped", "bench.engine", ["--case", "porep_shaped", "--rows", "4000000",
+                                          "--partitions", "10", "--proofs", "5", "--cache"], 1800),
+        ("budget16", "bench.engine", ["--case", "porep_shaped", "--rows", "4000000",
+                                      "--partitions", "10", "--proofs", "5", "--cache",
+                                      "--budget-gb", "16"], 1800),
+        ("mixed", "bench.engine", ["--case", "mixed", "--rows", "4000000", "--partitions", "10",
+                                   "--cache", "--post", "real", "--post-size", "32GiB",
+                                   "--window-every", "0", "--winning", "6", "--winning-every", "5",
+                                   "--inflight", "2"], 2400),
     ],
     "smoke": [
         ("ntt", "bench.ntt_msm", ["--ntt", "8,10", "--reps", "5"], 600),
@@ -67,7 +83,8 @@ SUITES = {
                                       "--no-verify"], 1200),
     ],
 }
-PLOTTED = {"ntt_msm"}
+# suite -> bench.plot's arguments for its records (one SVG beside them)
+PLOTTED = {"ntt_msm": [], "filecoin": ["--stages", "--cuzk"]}
 
 
 def define_flags():
@@ -136,7 +153,8 @@ def main(argv):
                     failed.append(f"{s}/{st['step']}")
         if s in PLOTTED and os.path.exists(mine[0]["out"]):
             svg = mine[0]["out"][:-len(".jsonl")] + ".svg"
-            subprocess.run([sys.executable, "-m", "bench.plot", mine[0]["out"], "--out", svg], cwd=ROOT)
+            subprocess.run([sys.executable, "-m", "bench.plot", *PLOTTED[s], mine[0]["out"],
+                            "--out", svg], cwd=ROOT)
     if failed:
         print(f"steps that failed or ran out of time: {', '.join(failed)}", file=sys.stderr)
         return 1

@@ -310,33 +310,32 @@ def block_bytes(m: Matrices, x: spmv.BlockedCSR, batch: int, shape: spmv.BlockSh
 
 def _caps(low: spmv.BlockShape, whole: spmv.BlockShape, t: int, rows: int) -> spmv.BlockShape:
     """Per axis max(low, ⌈t·whole/rows⌉): the sizes of a t-row share of
-    a matrix, at least those of its largest atom (0 ≤ t ≤ rows)."""
+    a matrix, at least those of its largest one-row block (0 ≤ t ≤ rows)."""
     return spmv.BlockShape(*(max(lo, -(-t * w // rows)) for lo, w in zip(low, whole)))
 
 
 def _greedy(rb: spmv.RowBlocks, caps: spmv.BlockShape) -> list[tuple[int, int]]:
-    """From r0 = 0, each block the longest [r0, r1) cut where no chunk
-    straddles (``snap``) whose sizes (``RowBlocks.counts``, monotone in
-    r1) are all within ``caps``; caps ≥ ``RowBlocks.smallest`` always
-    reach the next cut."""
+    """From r0 = 0, each block the longest [r0, r1) whose sizes
+    (``RowBlocks.counts``, monotone in r1) are all within ``caps``; caps ≥
+    ``RowBlocks.smallest`` always reach at least the next row."""
     blocks, r0, rows = [], 0, rb.m.rows
     while r0 < rows:
-        lo, hi = r0, rows
+        lo, hi = r0 + 1, rows
         while lo < hi:
             mid = (lo + hi + 1) // 2
-            if all(c <= k for c, k in zip(rb.counts(r0, rb.snap(mid)), caps)):
+            if all(c <= k for c, k in zip(rb.counts(r0, mid), caps)):
                 lo = mid
             else:
                 hi = mid - 1
-        blocks.append((r0, rb.snap(lo)))
-        r0 = blocks[-1][1]
+        blocks.append((r0, lo))
+        r0 = lo
     return blocks
 
 
 def _plan(m: Matrices, rbs: list, batch: int, budget: int) -> list[Plan] | None:
     """Plans of matrices of one ``ops.spmv.block_signature`` (rows ≥ 1)
-    sharing one shape, or None when the per-axis largest of their atoms
-    (``RowBlocks.smallest``) does not fit ``budget``.  Caps: per axis the
+    sharing one shape, or None when the per-axis largest of their one-row
+    blocks (``RowBlocks.smallest``) does not fit ``budget``.  Caps: per axis the
     largest ``_caps`` of the matrices for the largest t whose padded block
     fits the budget (the bytes grow with t); the ``_greedy`` blocks of
     each matrix within them; shape: the per-axis largest sizes of all
@@ -367,7 +366,7 @@ def _plan(m: Matrices, rbs: list, batch: int, budget: int) -> list[Plan] | None:
 def _plans(m: Matrices, rbs: list, batch: int, budget: int) -> list[Plan]:
     """``plan_blocks`` over the RowBlocks of A, B, C: matrices of one
     ``ops.spmv.block_signature`` planned together (one shape, one
-    program), or each alone where their atoms together do not fit."""
+    program), or each alone where their one-row blocks together do not fit."""
     sigs = [spmv.block_signature(rb.m) for rb in rbs]
     plans = {}
     for sig in dict.fromkeys(sigs):
@@ -380,7 +379,7 @@ def _plans(m: Matrices, rbs: list, batch: int, budget: int) -> list[Plan]:
 
 def _plan_alone(m: Matrices, rb: spmv.RowBlocks, name: str, batch: int, budget: int) -> Plan:
     """``_plan`` of matrix ``name`` alone; ValueError naming its largest
-    atom's sizes and bytes when even that does not fit ``budget``."""
+    one-row block's sizes and bytes when even that does not fit ``budget``."""
     plan = _plan(m, [rb], batch, budget)
     if plan is None:
         low = rb.smallest()
@@ -393,15 +392,14 @@ def _plan_alone(m: Matrices, rb: spmv.RowBlocks, name: str, batch: int, budget: 
 
 def plan_blocks(m: Matrices, batch: int, budget: int) -> list[Plan]:
     """The ``Plan`` of A, B and C that ``evaluate_host`` follows for
-    ``batch`` instances: row blocks cut where no overflow chunk of the
-    matrix straddles the cut (``ops.spmv.RowBlocks``; each matrix has its
-    own cuts), all padded to one shape per matrix (one compiled program;
+    ``batch`` instances: row blocks (``ops.spmv.RowBlocks``; each matrix
+    has its own cuts), all padded to one shape per matrix (one compiled program;
     one for all of A, B, C where their ``ops.spmv.block_signature``
     agrees and the budget allows) whose ``block_bytes`` fit ``budget``.  A
     block may hold about a t-row share of each of the matrix's rows, long
-    rows, pieces and chunks (or its largest atom's, if more), t as large
-    as the budget allows (``_plan``).  ValueError when a matrix's largest
-    atom does not fit."""
+    rows, pieces and chunks (or its largest one-row block's, if more), t
+    as large as the budget allows (``_plan``).  ValueError when a matrix's
+    largest one-row block does not fit."""
     return _plans(m, [spmv.RowBlocks(x) for x in (m.a, m.b, m.c)], batch, budget)
 
 

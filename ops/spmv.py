@@ -72,11 +72,10 @@ needed anywhere.
 
 Row blocks (out of core, ``RowBlocks``, ``row_block``): rows [r0, r1) of
 a BlockedCSR are again a BlockedCSR (its ELL rows, its long rows and
-their pieces, the chunks over its overflow rows, indices rebased), so
-``spmv`` of the block is rows [r0, r1) of ``spmv`` of the whole, provided
-no overflow chunk straddles r0 or r1 (a cut lies where a chunk starts a
-row afresh; chunks span at most ``block_rows`` overflow rows, so cuts are
-about a chunk apart).  A block needs only its own arrays on the device.
+their pieces, the chunks meeting its overflow rows with the entries of
+other rows masked, indices rebased), so ``spmv`` of the block is rows
+[r0, r1) of ``spmv`` of the whole, for any cut: a chunk straddling a cut
+goes to both blocks.  A block needs only its own arrays on the device.
 Every block of a plan is padded to one ``BlockShape`` (rows, long rows,
 pieces, chunks) with entries that add nothing — ELL rows and pieces of
 out-of-range columns, chunks of dropped segments writing zeros past the
@@ -701,27 +700,24 @@ def whole_shape(m: BlockedCSR) -> BlockShape:
 
 
 class RowBlocks:
-    """Where a ``BlockedCSR`` may be cut into row blocks, and what a block
-    holds (host numpy, computed once per matrix).
+    """What a row block of a ``BlockedCSR`` holds (host numpy, computed once
+    per matrix).  Any row is a valid cut.
 
-    A row block [r0, r1) is evaluated on its own (``row_block``) when no
-    overflow chunk straddles a cut: the chunks of the block are then a
-    contiguous run, the first one not continuing a row.  The overflow rows
-    are the matrix rows (ELL widths (0, 0)) or the long rows; the valid
-    overflow cuts are ``starts`` = {row0[q] : not cont[q]} ∪ {overflow_rows}
-    (every overflow row when there are no chunks).  In the ELL layout a
-    matrix row r maps to the overflow row i(r) = #{long rows < r}, and
-    ``piece0[i]`` is the first piece of long row i (pieces follow their
-    long rows in order)."""
+    The overflow rows are the matrix rows (ELL widths (0, 0)) or the long
+    rows; in the ELL layout a matrix row r maps to the overflow row i(r) =
+    #{long rows < r}, and ``piece0[i]`` is the first piece of long row i
+    (pieces follow their long rows in order).  Chunk q spans overflow rows
+    [row0[q], ``end``[q]] (end = row0 + last); a block of overflow rows
+    [i0, i1) takes every chunk that meets them (``row_block`` masks the
+    entries of other rows), so a chunk straddling a cut goes to both
+    blocks."""
 
     def __init__(self, m: BlockedCSR):
         self.m = m
         self.ell = m.ell_width != (0, 0)
         self.long_rows = np.asarray(m.long_rows, np.int64)
-        row0, cont = np.asarray(m.row0, np.int64), np.asarray(m.cont, bool)
-        self.row0 = row0
-        self.starts = (np.unique(np.append(row0[~cont], m.overflow_rows)) if m.chunks
-                       else None)
+        self.row0 = np.asarray(m.row0, np.int64)
+        self.end = self.row0 + np.asarray(m.last, np.int64)
         self.piece0 = self._piece0() if self.ell else None
 
     def _piece0(self) -> np.ndarray:
@@ -735,53 +731,45 @@ class RowBlocks:
         owner[cols[keep]] = (self.row0[:, None] + np.asarray(m.seg) % m.block_rows)[keep]
         return np.searchsorted(owner, np.arange(n_long + 1))
 
-    def _overflow(self, r: int) -> int:
+    def overflow(self, r: int) -> int:
+        """i(r): the overflow rows before matrix row r."""
         return int(np.searchsorted(self.long_rows, r)) if self.ell else r
 
-    def snap(self, r: int) -> int:
-        """The largest valid cut ≤ r (0 ≤ r ≤ rows)."""
-        i = self._overflow(r)
-        if self.starts is None:
-            return r
-        v = int(self.starts[np.searchsorted(self.starts, i, "right") - 1])    # starts[0] = 0
-        if v == i:
-            return r
-        return int(self.long_rows[v]) if self.ell else v    # the last row r' with i(r') = v
+    def _chunk_range(self, i0: int, i1: int) -> tuple[int, int]:
+        """The chunks meeting overflow rows [i0, i1): [q0, q1)."""
+        if not self.m.chunks or i0 >= i1:
+            return (0, 0)
+        return (int(np.searchsorted(self.end, i0)), int(np.searchsorted(self.row0, i1)))
 
     def ranges(self, r0: int, r1: int) -> dict:
         """Per leading axis of the arrays, the slice block [r0, r1) takes:
         "rows" (ELL arrays), "long" (long_rows), "pieces", "chunks"."""
-        i0, i1 = self._overflow(r0), self._overflow(r1)
-        q0, q1 = np.searchsorted(self.row0, [i0, i1]) if self.m.chunks else (0, 0)
+        i0, i1 = self.overflow(r0), self.overflow(r1)
         p = self.piece0[[i0, i1]] if self.ell else (0, 0)
         return {"rows": (r0, r1), "long": (i0, i1) if self.ell else (0, 0),
-                "pieces": (int(p[0]), int(p[1])), "chunks": (int(q0), int(q1))}
+                "pieces": (int(p[0]), int(p[1])), "chunks": self._chunk_range(i0, i1)}
 
     def counts(self, r0: int, r1: int) -> BlockShape:
         """The sizes of block [r0, r1) (the lengths of its ``ranges``), each
         non-decreasing in r1 and non-increasing in r0."""
         rg = self.ranges(r0, r1)
-        return BlockShape(*(rg[a][1] - rg[a][0] for a in BlockShape._fields))
+        return BlockShape(*(max(rg[a][1] - rg[a][0], 0) for a in BlockShape._fields))
 
     def smallest(self) -> BlockShape:
-        """Per axis, the largest size among the atoms (the blocks from one
-        valid cut to the next; every block is a run of atoms).  Caps on the
-        sizes of blocks (``pce.plan_blocks``) cover the matrix iff they are
-        at least this.  With overflow cuts v_0 < v_1 < … (``starts``, or
-        every overflow row), an atom is either a single row without a long
-        row, or spans overflow rows [v_k, v_k+1): all rows in the
-        all-chunks layout, else matrix rows [long_rows[v_k],
-        long_rows[v_k+1 − 1] + 1) (its first and last long rows)."""
+        """Per axis, the largest size among the one-row blocks (every block
+        is a run of them, so caps on the sizes of blocks, ``pce.plan_blocks``,
+        cover the matrix iff they are at least this): one row, at most one
+        long row, the most pieces of a long row, the most chunks meeting one
+        overflow row (attained at some row0[q], where the count rises)."""
         m = self.m
-        v = self.starts if self.starts is not None else np.arange(m.overflow_rows + 1)
-        q = np.searchsorted(self.row0, v)
-        if self.ell:
-            rows = self.long_rows[v[1:] - 1] + 1 - self.long_rows[v[:-1]]
-            long, pieces = np.diff(v), np.diff(self.piece0[v])
-        else:
-            rows, long, pieces = np.diff(v), np.zeros(0, np.int64), np.zeros(0, np.int64)
-        return BlockShape(*(int(np.max(x, initial=lo))
-                            for x, lo in ((rows, 1), (long, 0), (pieces, 0), (np.diff(q), 0))))
+        pieces = int(np.max(np.diff(self.piece0), initial=0)) if self.ell else 0
+        long = int(bool(self.long_rows.shape[0])) if self.ell else 0
+        chunks = 0
+        if m.chunks:
+            at = np.unique(self.row0)
+            chunks = int(np.max(np.searchsorted(self.row0, at, "right")
+                                - np.searchsorted(self.end, at)))
+        return BlockShape(min(1, m.rows), long, pieces, chunks)
 
 
 _AXIS = {f: "chunks" for f in ("cols", "seg", "gen_cols", "gen_seg", "gen_coeff", "row0",
@@ -832,11 +820,35 @@ def _pad(x: np.ndarray, size: int, fill) -> np.ndarray:
     return np.concatenate([x, np.full((size - x.shape[0],) + x.shape[1:], fill, x.dtype)])
 
 
+def _mask_chunks(out: dict, m: BlockedCSR, i0: int, i1: int, p0: int, source: int) -> None:
+    """In place, the sliced chunk arrays of a block of overflow rows [i0, i1)
+    (``row_block``): entries of rows outside the block gather ``source``
+    (zero), those before i0 (only in the first chunk, which may start
+    there) moved to local row 0; the first chunk starts at row i0 afresh
+    (its local rows shifted down by d = i0 − row0, ``last`` too); row0
+    rebased to i0; piece columns (ELL layout) rebased to p0.  Segment ids
+    stay sorted: the moved entries come first in their kind."""
+    R, orig = m.block_rows, (m.pieces if m.ell_width != (0, 0) else m.num_cols)
+    row0 = out["row0"].astype(np.int64)
+    d = np.maximum(i0 - row0, 0)[:, None]
+    for cf, sf, pad in (("cols", "seg", 3 * R), ("gen_cols", "gen_seg", None)):
+        cols, seg = out[cf].astype(np.int64), out[sf].astype(np.int64)
+        real = (cols < orig) & ((seg < pad) if pad else True)
+        kind, local = (seg // R, seg % R) if pad else (0, seg)
+        row = row0[:, None] + local
+        keep = real & (row >= i0) & (row < i1)
+        out[sf] = np.where(real, kind * R + np.where(row < i0, 0, local - d), seg)
+        out[cf] = np.where(keep, cols - p0, source)
+    out["last"] = out["last"] - d[:, 0]
+    out["row0"] = np.maximum(row0, i0) - i0
+    out["cont"] = out["cont"] & (row0 >= i0)
+
+
 def row_block(rb: RowBlocks, r0: int, r1: int, shape: BlockShape | None = None) -> BlockedCSR:
-    """Rows [r0, r1) of rb.m as a BlockedCSR over the same columns (valid
-    cuts: ``RowBlocks.snap``), host numpy: the ELL rows, the block's long
-    rows (− r0), their pieces, and the chunks of its overflow rows (row0 −
-    i(r0); in the ELL layout the piece columns − piece0), each array padded
+    """Rows [r0, r1) of rb.m as a BlockedCSR over the same columns (any
+    0 ≤ r0 ≤ r1 ≤ rows), host numpy: the ELL rows, the block's long rows
+    (− r0), their pieces, and the chunks meeting its overflow rows with
+    the entries of other rows masked (``_mask_chunks``), each array padded
     along its axis to ``shape`` (default: the block's own sizes,
     ``RowBlocks.counts``) with entries that add nothing (``_padding``; the
     padding long rows shape.rows + j, j their position, are out of range,
@@ -850,11 +862,10 @@ def row_block(rb: RowBlocks, r0: int, r1: int, shape: BlockShape | None = None) 
         raise ValueError(f"row_block: rows [{r0}, {r1}) have sizes {own}, over {shape}")
     out = {f: np.asarray(getattr(m, f)[slice(*rg[_AXIS[f]])]) for f in DATA_FIELDS}
     out["long_rows"] = out["long_rows"] - r0
-    out["row0"] = out["row0"] - rb._overflow(r0)
     source = shape.pieces if rb.ell else m.num_cols
-    if rb.ell and m.chunks:
-        for f in ("cols", "gen_cols"):
-            out[f] = np.where(out[f] < m.pieces, out[f] - rg["pieces"][0], source)
+    if m.chunks:
+        _mask_chunks(out, m, rb.overflow(r0), rb.overflow(r1),
+                     rg["pieces"][0] if rb.ell else 0, source)
     fill = _padding(m, shape, source)
     for f in DATA_FIELDS:
         x = getattr(m, f)

@@ -23,8 +23,12 @@ from ops.field import Fr
 from test_groth16 import BATCH, K, cubic
 from test_pce import SMALL, random_r1cs, random_witnesses, to_device
 
-# chunks of at most 2 overflow rows: cuts every few rows
-LAYOUTS = {"ell": dict(SMALL, block_rows=2), "chunks": dict(SMALL, ell_width=(0, 0), block_rows=2)}
+# chunks of at most 2 overflow rows (many chunks), or one chunk over every
+# overflow row (every block takes it, masked): cuts fall inside chunks
+LAYOUTS = {"ell": dict(SMALL, block_rows=2), "chunks": dict(SMALL, ell_width=(0, 0), block_rows=2),
+           "ell-wide": dict(SMALL, slots=512, gen_slots=256, block_rows=64, max_terms=64),
+           "chunks-wide": dict(SMALL, ell_width=(0, 0), slots=512, gen_slots=256, max_terms=64,
+                               block_rows=64)}
 
 
 @pytest.fixture(scope="module")
@@ -47,7 +51,8 @@ def spy_programs(monkeypatch) -> set:
     return seen
 
 
-@pytest.mark.parametrize("layout,budget", [("ell", 10**9), ("ell", 40000), ("chunks", 12000)])
+@pytest.mark.parametrize("layout,budget", [("ell", 10**9), ("ell", 40000), ("chunks", 12000),
+                                           ("ell-wide", 240000), ("chunks-wide", 214000)])
 def test_evaluate_host_equals_evaluate(random_circuit, layout, budget, monkeypatch):
     r1cs, w = random_circuit
     m = pce.extract(r1cs, **LAYOUTS[layout])
@@ -75,30 +80,31 @@ def test_evaluate_host_equals_evaluate(random_circuit, layout, budget, monkeypat
 
 
 @pytest.mark.parametrize("layout", list(LAYOUTS))
-def test_row_blocks_atoms_and_padding(random_circuit, layout):
-    """``RowBlocks.smallest`` is the per-axis largest atom (block between
-    consecutive cuts); a padded ``row_block`` holds the block's entries
-    and only padding that ``ops.spmv.to_csr`` does not see; too small a
-    shape is refused."""
+def test_row_blocks_any_cut_and_padding(random_circuit, layout):
+    """``RowBlocks.smallest`` is the per-axis largest one-row block; a padded
+    ``row_block`` of any rows [r0, r1) holds exactly their entries (the
+    chunks straddling r0 and r1 masked) and only padding that
+    ``ops.spmv.to_csr`` does not see; too small a shape is refused."""
     r1cs, _ = random_circuit
     x = pce.to_host(pce.extract(r1cs, **LAYOUTS[layout])).a
     rb = spmv.RowBlocks(x)
-    cuts = sorted({rb.snap(r) for r in range(x.rows + 1)})
-    atoms = np.array([rb.counts(r0, r1) for r0, r1 in zip(cuts, cuts[1:])])
-    assert tuple(rb.smallest()) == tuple(atoms.max(axis=0)) and len(cuts) > 4
+    ones = np.array([rb.counts(r, r + 1) for r in range(x.rows)])
+    assert tuple(rb.smallest()) == tuple(ones.max(axis=0))
+    if layout.endswith("wide"):                     # one chunk: every cut lies inside it
+        assert x.chunks == 1 and rb.smallest().rows == 1
     indptr, cols, ids = spmv.to_csr(x, 0, 1)
-    r0, r1 = cuts[1], cuts[-2]
     shape = spmv.BlockShape(*(s + 3 for s in spmv.whole_shape(x)))
-    block = spmv.row_block(rb, r0, r1, shape)
-    assert block.rows == shape.rows and spmv.block_nbytes(x, shape) == sum(
-        np.asarray(getattr(block, f)).nbytes for f in spmv.DATA_FIELDS)
-    bp, bc, bi = spmv.to_csr(block, 0, 1)                   # padding rows: empty
-    assert np.array_equal(bp, np.pad(indptr[r0:r1 + 1] - indptr[r0], (0, shape.rows - (r1 - r0)),
-                                         mode="edge"))
-    assert np.array_equal(bc, cols[indptr[r0]:indptr[r1]])
-    assert np.array_equal(bi, ids[indptr[r0]:indptr[r1]])
+    for r0, r1 in [(0, x.rows), (1, x.rows - 2), (3, 4), (x.rows // 2, x.rows // 2 + 5), (5, 5)]:
+        block = spmv.row_block(rb, r0, r1, shape)
+        assert block.rows == shape.rows and spmv.block_nbytes(x, shape) == sum(
+            np.asarray(getattr(block, f)).nbytes for f in spmv.DATA_FIELDS)
+        bp, bc, bi = spmv.to_csr(block, 0, 1)               # padding rows: empty
+        assert np.array_equal(bp, np.pad(indptr[r0:r1 + 1] - indptr[r0],
+                                         (0, shape.rows - (r1 - r0)), mode="edge"))
+        assert np.array_equal(bc, cols[indptr[r0]:indptr[r1]])
+        assert np.array_equal(bi, ids[indptr[r0]:indptr[r1]])
     with pytest.raises(ValueError, match="over"):
-        spmv.row_block(rb, 0, x.rows, rb.counts(r0, r1))
+        spmv.row_block(rb, 0, x.rows, rb.counts(1, x.rows - 2))
 
 
 def test_evaluate_host_budget_too_small(random_circuit):

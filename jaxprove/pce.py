@@ -301,11 +301,12 @@ class Plan(NamedTuple):
 def block_bytes(m: Matrices, x: spmv.BlockedCSR, batch: int, shape: spmv.BlockShape) -> int:
     """Estimated device bytes of evaluating a row block of the matrix x
     padded to ``shape`` (``evaluate_host``): the element-major witness
-    32·B·num_vars and the table, the block's arrays
-    (``ops.spmv.block_nbytes``), and the SpMV's output and working set
-    (``ops.spmv.working_bytes``)."""
-    return (32 * batch * m.num_vars + int(m.coeffs.nbytes) + spmv.block_nbytes(x, shape)
-            + spmv.working_bytes(x, batch, shape))
+    32·B·num_vars and the table, the block's arrays and the next block's
+    (``ops.spmv.block_nbytes``; ``evaluate_host`` is pipelined), the SpMV's
+    output and working set (``ops.spmv.working_bytes``), and the previous
+    block's output on its way back (32·B·rows)."""
+    return (32 * batch * m.num_vars + int(m.coeffs.nbytes) + 2 * spmv.block_nbytes(x, shape)
+            + spmv.working_bytes(x, batch, shape) + 32 * batch * shape.rows)
 
 
 def _caps(low: spmv.BlockShape, whole: spmv.BlockShape, t: int, rows: int) -> spmv.BlockShape:
@@ -409,6 +410,11 @@ def _spmv_block(x: spmv.BlockedCSR, coeffs, wt):
     return spmv.spmv(x, coeffs, wt)
 
 
+def _write_rows(out: np.ndarray, r0: int, r1: int, y) -> None:
+    """Rows [r0, r1) of a host (8, B, length) from a block's result (8, B, ≥ r1 − r0)."""
+    out[:, :, r0:r1] = np.asarray(y)[:, :, :r1 - r0]
+
+
 def first_bad_host(a: np.ndarray, b: np.ndarray, c: np.ndarray, rows: int,
                    budget: int) -> np.ndarray:
     """As ``is_satisfied``'s first_bad over host a, b, c (8, B, ≥ rows):
@@ -441,7 +447,7 @@ def evaluate_host(m: Matrices, w, budget: int, *, length: int | None = None,
     rows (ELL rows, its long rows' pieces and overflow chunks,
     ``ops.spmv.row_block``, padded to the plan's shape) go to the device,
     one program (the same for every block of the plan) computes them, and
-    the result's first r1 − r0 rows come back.  Device bytes beyond w: at most ``budget``
+    the result's first r1 − r0 rows come back, while the next block runs.  Device bytes beyond w: at most ``budget``
     by the estimate ``block_bytes`` (the element-major witness and the
     table stay for the whole evaluation).  With ``check``, also the first
     row with a·b != c per instance (int (*batch,), −1 where satisfied, as
@@ -458,9 +464,16 @@ def evaluate_host(m: Matrices, w, budget: int, *, length: int | None = None,
     coeffs = jnp.asarray(m.coeffs)
     outs = [np.zeros((Fr.L, B, length), np.uint32) for _ in range(3)]
     for out, rb, plan in zip(outs, rbs, plans):
+        pending = None                     # pipelined: block k + 1 runs while k comes back
         for r0, r1 in plan.blocks:
             x = jax.tree.map(jnp.asarray, spmv.row_block(rb, r0, r1, plan.shape))
-            out[:, :, r0:r1] = np.asarray(_spmv_block(x, coeffs, wt))[:, :, :r1 - r0]
+            y = _spmv_block(x, coeffs, wt)
+            y.copy_to_host_async()
+            if pending is not None:
+                _write_rows(out, *pending)
+            pending = (r0, r1, y)
+        if pending is not None:
+            _write_rows(out, *pending)
     del wt
     first = first_bad_host(*outs, m.rows, budget) if check else None
     outs = tuple(x.reshape((Fr.L,) + batch + (length,)) for x in outs)

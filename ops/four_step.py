@@ -46,13 +46,15 @@ Device memory: ``step_bytes`` estimates one program's peak from the block
 size; ``chunk_lines`` picks the largest power-of-two number of lines per
 block that fits a byte budget.  At n = 2^27 (n1 = 2^13, n2 = 2^14, batch 1)
 and a 16 GiB budget the three-vector column program of Groth16's h takes
-4096 columns per block (12.3 GiB estimated), the one-vector ones 4096
-columns or 2048 rows (8.3 GiB each; the next power of two would not fit).
+4096 columns per block (13.3 GiB estimated), the one-vector ones 4096
+columns or 2048 rows (9.3 GiB each; the next power of two would not fit).
 """
 from __future__ import annotations
 
 import dataclasses
 import functools
+import os
+from concurrent.futures import ThreadPoolExecutor
 from typing import NamedTuple
 
 import jax
@@ -65,6 +67,8 @@ from ops.field import Fr
 FR_BYTES = 4 * Fr.L
 BLOCK_COPIES = 2           # per vector: its input block and its transformed block
 TRANSFORM_TEMPS = 3        # one running short NTT: bit-reversal gather, 2^r parts, kernel outputs
+HELD_RESULTS = 1           # the previous block's result (one vector), still on the device in
+                           # a pipelined ``sweep`` while this block runs
 FACTOR_COPIES = 3          # one factor: two table gathers and their product (unbatched)
 INDEX_BYTES = 2 * 4        # its exponent and a masked copy (uint32)
 
@@ -145,16 +149,66 @@ def _block(view: np.ndarray, axis: str, q0: int, size: int) -> np.ndarray:
     return view[..., :, q0:q0 + size] if axis == "col" else view[..., q0:q0 + size, :]
 
 
-def sweep(program, ins, outs, count: int, chunk: int):
+def _planes(block: np.ndarray) -> np.ndarray:
+    """A block ``(8, *batch, a, b)`` of a host view as its ``(8·B, a, b)`` planes
+    (a view: the leading axes of the views merge)."""
+    return block.reshape((-1,) + block.shape[-2:])
+
+
+@jax.jit
+def _stack(planes):
+    return jnp.stack(planes)
+
+
+def put_block(block: np.ndarray, pool: ThreadPoolExecutor) -> jax.Array:
+    """A block of a host view on the device, one ``jax.device_put`` per plane
+    on ``pool``'s threads (a row block's planes are contiguous and are put
+    as they are; a column block's are gathered first, on the same thread),
+    stacked on the device: no single-threaded gather of the whole block
+    (hypothesis 25: per-row puts 5.4× one ``jnp.asarray`` of a strided
+    slice on the H200 host)."""
+    planes = list(pool.map(lambda x: jax.device_put(np.ascontiguousarray(x)), _planes(block)))
+    return _stack(planes).reshape(block.shape)
+
+
+def write_block(block: np.ndarray, result: jax.Array, pool: ThreadPoolExecutor) -> None:
+    """``block[...] = result`` (a block of a host view; the device result of
+    its shape), the strided host writes one plane per task on ``pool``."""
+    src = _planes(np.asarray(result))
+    list(pool.map(lambda p: np.copyto(p[0], p[1]), zip(_planes(block), src)))
+
+
+def sweep(program, ins, outs, count: int, chunk: int, workers: int | None = None):
     """For q0 = 0, chunk, … < count: program(q0, *blocks) on the device, the
     blocks being ``chunk`` lines of each (matrix view, axis) in ``ins``; its
     results are written to the same lines of each (view, axis) in ``outs``
-    (which may be the views read: a block is read before it is written)."""
-    for q0 in range(0, count, chunk):
-        blocks = [jax.device_put(np.ascontiguousarray(_block(v, ax, q0, chunk))) for v, ax in ins]
-        results = program(jnp.uint32(q0), *blocks)
-        for (v, ax), r in zip(outs, results):
-            _block(v, ax, q0, chunk)[...] = np.asarray(r)
+    (which may be the views read: a block is read before it is written).
+
+    Pipelined: block q's inputs go to the device (``put_block``), its
+    program is dispatched and its results start back to the host
+    (``copy_to_host_async``) before block q − 1's results are written
+    (``write_block``), so the device computes one block while the host
+    copies the next and the previous.  So two blocks' results may be on
+    the device at once (``step_bytes``' ``HELD_RESULTS``).  Host copies run on
+    ``workers`` threads (default: the CPUs, at most 16)."""
+    workers = workers or min(16, os.cpu_count() or 1)
+    with ThreadPoolExecutor(workers) as pool:
+        pending = None
+        for q0 in range(0, count, chunk):
+            blocks = [put_block(_block(v, ax, q0, chunk), pool) for v, ax in ins]
+            results = program(jnp.uint32(q0), *blocks)
+            for r in results:
+                r.copy_to_host_async()
+            if pending is not None:
+                _write_all(outs, *pending, chunk, pool)
+            pending = (q0, results)
+        if pending is not None:
+            _write_all(outs, *pending, chunk, pool)
+
+
+def _write_all(outs, q0: int, results, chunk: int, pool: ThreadPoolExecutor) -> None:
+    for (v, ax), r in zip(outs, results):
+        write_block(_block(v, ax, q0, chunk), r, pool)
 
 
 def step_bytes(lines: int, log_len: int, vectors: int, batch: int, log_n: int,
@@ -162,14 +216,15 @@ def step_bytes(lines: int, log_len: int, vectors: int, batch: int, log_n: int,
     """Estimated device bytes of one program on a block of ``lines`` lines of
     length 2^log_len, for ``vectors`` vectors of ``batch`` instances each:
     per vector its input and transformed blocks, the temporaries of one
-    running short NTT, one factor (table gathers, product, exponents), and
-    the fixed tables and short domains."""
+    running short NTT, the previous block's result (``sweep`` is
+    pipelined), one factor (table gathers, product, exponents), and the
+    fixed tables and short domains."""
     elems = lines << log_len
     block = elems * batch * FR_BYTES
     factor = elems * (FACTOR_COPIES * FR_BYTES + INDEX_BYTES)
     fixed = 4 * 2 * FR_BYTES << ((log_n + 1) // 2)
     fixed += FR_BYTES * ((1 << log_n1) + (1 << (log_n - log_n1)) + 2)
-    return (BLOCK_COPIES * vectors + TRANSFORM_TEMPS) * block + factor + fixed
+    return (BLOCK_COPIES * vectors + TRANSFORM_TEMPS + HELD_RESULTS) * block + factor + fixed
 
 
 def chunk_lines(log_len: int, vectors: int, batch: int, log_n: int, log_n1: int,

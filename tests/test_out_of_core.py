@@ -51,8 +51,8 @@ def spy_programs(monkeypatch) -> set:
     return seen
 
 
-@pytest.mark.parametrize("layout,budget", [("ell", 10**9), ("ell", 40000), ("chunks", 12000),
-                                           ("ell-wide", 240000), ("chunks-wide", 214000)])
+@pytest.mark.parametrize("layout,budget", [("ell", 10**9), ("ell", 40000), ("chunks", 16000),
+                                           ("ell-wide", 250000), ("chunks-wide", 222000)])
 def test_evaluate_host_equals_evaluate(random_circuit, layout, budget, monkeypatch):
     r1cs, w = random_circuit
     m = pce.extract(r1cs, **LAYOUTS[layout])

@@ -21,6 +21,8 @@ Suites (issues 3-7; sizes are the issues' and do not fit a CPU):
   witness   witness generation rates, recording 10^6..10^8 constraints
   filecoin  every proof kind at 2KiB (proof + verify), 8MiB and 512MiB (proof), 32GiB
             PoRep record-only; the stage plot beside cuzk's figures
+            and PoRep 512MiB in the 16 GB mode (key, matrices, a, b, c, h in host memory)
+  out_of_core  the out-of-core h at 2^23 within 2 GiB: in core, serial and pipelined sweeps
   engine    the 32GiB-PoRep-shaped job (10 partitions of 4M rows) resident and within a
             16 GB budget, and the mixed stream (WinningPoSt latency under PoRep load)
   smoke     tiny sizes of ntt_msm and groth16 (checks the harness on a CPU)
@@ -65,6 +67,13 @@ SUITES = {
         ("8MiB_512MiB", "bench.filecoin", ["--sizes", "8MiB,512MiB", "--cache", "--no-verify",
                                            "--save", "{results}/proofs/filecoin_{tag}"], 3600),
         ("32GiB_record", "bench.filecoin", ["--kinds", "porep", "--sizes", "32GiB", "--record-only"], 1800),
+        ("16gb_512MiB", "bench.filecoin", ["--kinds", "porep", "--sizes", "512MiB",
+                                           "--keys-in-host-memory", "--msm-budget-gib", "4",
+                                           "--out-of-core-gib", "2", "--cache", "--no-verify"],
+         1200),
+    ],
+    "out_of_core": [
+        ("h_2p23", "bench.out_of_core", ["--log-m", "23", "--budget-gib", "2"], 600),
     ],
     "engine": [
         ("porep_shaped", "bench.engine", ["--case", "porep_shaped", "--rows", "4000000",

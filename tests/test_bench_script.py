@@ -27,7 +27,8 @@ def test_plan_names_commands_files_and_limits(bench_script):
     steps = bench_script.plan(["filecoin", "engine"], "h200_x", "/r", scale=0.5)
     names = [(s["suite"], s["step"]) for s in steps]
     assert names == [("filecoin", "2KiB"), ("filecoin", "8MiB_512MiB"),
-                     ("filecoin", "32GiB_record"), ("engine", "porep_shaped"),
+                     ("filecoin", "32GiB_record"), ("filecoin", "16gb_512MiB"),
+                     ("engine", "porep_shaped"),
                      ("engine", "budget16"), ("engine", "mixed")]
     by = {s["step"]: s for s in steps}
     sm = by["8MiB_512MiB"]

@@ -46,8 +46,8 @@ Device memory: ``step_bytes`` estimates one program's peak from the block
 size; ``chunk_lines`` picks the largest power-of-two number of lines per
 block that fits a byte budget.  At n = 2^27 (n1 = 2^13, n2 = 2^14, batch 1)
 and a 16 GiB budget the three-vector column program of Groth16's h takes
-4096 columns per block (13.3 GiB estimated), the one-vector ones 4096
-columns or 2048 rows (9.3 GiB each; the next power of two would not fit).
+2048 columns per block (8.1 GiB estimated), the one-vector ones 4096
+columns or 2048 rows (10.3 GiB each; the next power of two would not fit).
 """
 from __future__ import annotations
 
@@ -65,10 +65,11 @@ from ops import ntt as N
 from ops.field import Fr
 
 FR_BYTES = 4 * Fr.L
-BLOCK_COPIES = 2           # per vector: its input block and its transformed block
+BLOCK_COPIES = 3           # per vector: its input block, its transformed block, and the next
+                           # block's input, put while this one runs (``sweep`` is pipelined)
 TRANSFORM_TEMPS = 3        # one running short NTT: bit-reversal gather, 2^r parts, kernel outputs
-HELD_RESULTS = 1           # the previous block's result (one vector), still on the device in
-                           # a pipelined ``sweep`` while this block runs
+STAGED = 1                 # one block more: the previous block's result waiting to be written,
+                           # or the planes of an input being put (before their stack)
 FACTOR_COPIES = 3          # one factor: two table gathers and their product (unbatched)
 INDEX_BYTES = 2 * 4        # its exponent and a masked copy (uint32)
 
@@ -189,7 +190,8 @@ def sweep(program, ins, outs, count: int, chunk: int, workers: int | None = None
     (``copy_to_host_async``) before block q − 1's results are written
     (``write_block``), so the device computes one block while the host
     copies the next and the previous.  So two blocks' results may be on
-    the device at once (``step_bytes``' ``HELD_RESULTS``).  Host copies run on
+    the device at once, and the next block's inputs beside a running one
+    (``step_bytes`` counts both).  Host copies run on
     ``workers`` threads (default: the CPUs, at most 16)."""
     workers = workers or min(16, os.cpu_count() or 1)
     with ThreadPoolExecutor(workers) as pool:
@@ -215,16 +217,16 @@ def step_bytes(lines: int, log_len: int, vectors: int, batch: int, log_n: int,
                log_n1: int) -> int:
     """Estimated device bytes of one program on a block of ``lines`` lines of
     length 2^log_len, for ``vectors`` vectors of ``batch`` instances each:
-    per vector its input and transformed blocks, the temporaries of one
-    running short NTT, the previous block's result (``sweep`` is
-    pipelined), one factor (table gathers, product, exponents), and the
-    fixed tables and short domains."""
+    per vector its input and transformed blocks and the next block's input
+    (``sweep`` is pipelined), the temporaries of one running short NTT,
+    one staged block, one factor (table gathers, product, exponents), and
+    the fixed tables and short domains."""
     elems = lines << log_len
     block = elems * batch * FR_BYTES
     factor = elems * (FACTOR_COPIES * FR_BYTES + INDEX_BYTES)
     fixed = 4 * 2 * FR_BYTES << ((log_n + 1) // 2)
     fixed += FR_BYTES * ((1 << log_n1) + (1 << (log_n - log_n1)) + 2)
-    return (BLOCK_COPIES * vectors + TRANSFORM_TEMPS + HELD_RESULTS) * block + factor + fixed
+    return (BLOCK_COPIES * vectors + TRANSFORM_TEMPS + STAGED) * block + factor + fixed
 
 
 def chunk_lines(log_len: int, vectors: int, batch: int, log_n: int, log_n1: int,

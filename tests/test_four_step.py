@@ -103,10 +103,10 @@ def test_too_small_budget_is_named(small):
 
 def test_sixteen_gib_at_2_27_fits_the_documented_chunks():
     g = 16 << 30
-    assert FS.chunk_lines(13, 3, 1, 27, 13, g) == 4096
+    assert FS.chunk_lines(13, 3, 1, 27, 13, g) == 2048
     assert FS.chunk_lines(13, 1, 1, 27, 13, g) == 4096
     assert FS.chunk_lines(14, 1, 1, 27, 13, g) == 2048
-    assert FS.step_bytes(4096, 13, 3, 1, 27, 13) <= g < FS.step_bytes(8192, 13, 3, 1, 27, 13)
+    assert FS.step_bytes(2048, 13, 3, 1, 27, 13) <= g < FS.step_bytes(4096, 13, 3, 1, 27, 13)
 
 
 @pytest.mark.parametrize("k,batch,log_n1,small_budget", [(4, (1,), 2, False), (6, (), 3, True)])

@@ -753,7 +753,7 @@ class RowBlocks:
         """The sizes of block [r0, r1) (the lengths of its ``ranges``), each
         non-decreasing in r1 and non-increasing in r0."""
         rg = self.ranges(r0, r1)
-        return BlockShape(*(max(rg[a][1] - rg[a][0], 0) for a in BlockShape._fields))
+        return BlockShape(*(rg[a][1] - rg[a][0] for a in BlockShape._fields))
 
     def smallest(self) -> BlockShape:
         """Per axis, the largest size among the one-row blocks (every block

@@ -17,8 +17,11 @@ block = ``--cols`` columns of it):
   (skipped where the platform has no such memory kind);
 * ``d2h``: ``np.asarray`` of a fresh device vector (after ``copy_to_host_async``);
 * ``d2h.pinned``: a fresh device vector put into ``pinned_host`` memory;
+* ``fetch``: ``ops.transfer.fetch`` of a fresh device vector, to numpy (the
+  pinned copy and its ``np.asarray`` on a GPU: what the sweeps use);
 * ``put_block.col`` / ``write_block.col``: ``ops.four_step``'s own functions on
-  a column block of the vector (what a sweep pays per block).
+  a column block of the vector (what a sweep pays per block; as in the sweep,
+  the result's ``transfer.start_fetch`` is started just before ``write_block``).
 
 Each: one warm-up, then ``--reps`` timed calls; GB/s = bytes moved / median.
 
@@ -38,10 +41,11 @@ import numpy as np
 
 from bench.common import argv_command, emit, environment
 from ops import four_step as FS
+from ops import transfer
 from ops.field import Fr
 
 CASES = ("memcpy", "gather_cols", "gather_cols.threads", "scatter_cols.threads",
-         "h2d.pageable", "h2d.pageable.threads", "h2d.pinned", "d2h", "d2h.pinned",
+         "h2d.pageable", "h2d.pageable.threads", "h2d.pinned", "d2h", "d2h.pinned", "fetch",
          "put_block.col", "write_block.col")
 
 
@@ -131,11 +135,13 @@ def main(argv=None):
                 return None
             return (lambda: _fresh(x_dev)), (
                 lambda y: jax.block_until_ready(jax.device_put(y, pinned))), x.nbytes
+        if case == "fetch":
+            return (lambda: _fresh(x_dev)), transfer.fetch, x.nbytes
         if case == "put_block.col":
             return None, lambda _: jax.block_until_ready(
                 FS.put_block(FS._block(view, "col", 0, cols), pool)), block.nbytes
         if case == "write_block.col":
-            return (lambda: _fresh(blk_dev)), (
+            return (lambda: transfer.start_fetch(_fresh(blk_dev))), (
                 lambda r: FS.write_block(FS._block(dview, "col", 0, cols), r, pool)), block.nbytes
         raise AssertionError(case)
 

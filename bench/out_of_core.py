@@ -10,7 +10,10 @@ plane on a thread pool.  Cases, each on random a, b, c (8, m):
 
 * ``h_host.serial``: the sweep as it was (kept here as the baseline:
   gather, put, run, fetch, write, block after block);
-* ``h_host.pipelined``: the library's sweep;
+* ``h_host.plain_fetch``: the pipelined sweep with JAX's plain fetch of
+  each result (hypothesis 37 as measured in session 19: 1.98 s at 2^23);
+* ``h_host.pipelined``: the library's sweep (its results fetched through
+  pinned memory on a GPU, ``ops.transfer``: hypothesis 38);
 * ``h_in_core``: ``groth16._h_coefficients`` on the device (the floor:
   no host traffic at all), with a, b, c already there.
 
@@ -24,6 +27,7 @@ the median).
 from __future__ import annotations
 
 import argparse
+import functools
 import statistics
 import time
 
@@ -35,6 +39,7 @@ from bench.common import argv_command, emit, environment
 from jaxprove import groth16 as G
 from ops import four_step as FS
 from ops import ntt as N
+from ops import transfer
 from ops.field import Fr
 
 TRANSFERS = 18               # vector transfers of h_coefficients_host (10 in, 8 out)
@@ -78,7 +83,8 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--log-m", type=int, default=16)
     ap.add_argument("--budget-gib", type=float, default=2.0)
-    ap.add_argument("--cases", default="h_in_core,h_host.serial,h_host.pipelined")
+    ap.add_argument("--cases",
+                    default="h_in_core,h_host.serial,h_host.plain_fetch,h_host.pipelined")
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--out")
@@ -105,14 +111,16 @@ def main(argv=None):
             first, ts, out = timed(run, args.reps)
             got = np.asarray(out)
             del xs, out
-        elif case in ("h_host.serial", "h_host.pipelined"):
-            real = FS.sweep
+        elif case in ("h_host.serial", "h_host.plain_fetch", "h_host.pipelined"):
+            real, real_fetch = FS.sweep, transfer.start_fetch
             if case == "h_host.serial":
                 FS.sweep = serial_sweep
+            if case == "h_host.plain_fetch":
+                transfer.start_fetch = functools.partial(real_fetch, pinned=False)
             try:
                 first, ts, got = timed(host, args.reps)
             finally:
-                FS.sweep = real
+                FS.sweep, transfer.start_fetch = real, real_fetch
         else:
             raise SystemExit(f"unknown case {case!r}")
         if want is None:

@@ -60,7 +60,7 @@ import numpy as np
 
 from circuits import cs
 from jaxprove import store
-from ops import aot, spmv
+from ops import aot, spmv, transfer
 from ops.field import Fr
 
 VERSION = 4                 # bump whenever the stored layout or its meaning changes
@@ -467,8 +467,7 @@ def evaluate_host(m: Matrices, w, budget: int, *, length: int | None = None,
         pending = None                     # pipelined: block k + 1 runs while k comes back
         for r0, r1 in plan.blocks:
             x = jax.tree.map(jnp.asarray, spmv.row_block(rb, r0, r1, plan.shape))
-            y = _spmv_block(x, coeffs, wt)
-            y.copy_to_host_async()
+            y = transfer.start_fetch(_spmv_block(x, coeffs, wt))     # pinned on a GPU
             if pending is not None:
                 _write_rows(out, *pending)
             pending = (r0, r1, y)

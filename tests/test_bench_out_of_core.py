@@ -3,6 +3,7 @@ result checked against the in-core h (a small domain, a budget forcing many
 blocks per sweep)."""
 from __future__ import annotations
 
+import functools
 import json
 
 import numpy as np
@@ -10,18 +11,25 @@ import pytest
 
 from bench import out_of_core as B
 from ops import four_step as FS
+from ops import transfer
+
+
+# one size and budget for both tests: their programs compile once
+ARGS = ["--log-m", "8", "--budget-gib", str(FS.step_bytes(4, 4, 3, 1, 8, 4) / 2**30),
+        "--reps", "1"]
 
 
 def test_every_case_is_checked_and_recorded(tmp_path):
     out = tmp_path / "o.jsonl"
-    B.main(["--log-m", "8", "--budget-gib", str(FS.step_bytes(4, 4, 3, 1, 8, 4) / 2**30),
-            "--reps", "1", "--out", str(out)])
+    B.main(ARGS + ["--out", str(out)])
     recs = [json.loads(x) for x in out.read_text().splitlines()]
     assert [r["case"] for r in recs] == ["out_of_core.h_in_core", "out_of_core.h_host.serial",
+                                         "out_of_core.h_host.plain_fetch",
                                          "out_of_core.h_host.pipelined"]
     assert all(r["checked"] and r["median_s"] > 0 and r["log_m"] == 8 for r in recs)
     assert all(r["host_traffic_gb_s"] > 0 for r in recs[1:])
-    assert FS.sweep is not B.serial_sweep                  # the baseline was put back
+    assert FS.sweep is not B.serial_sweep                  # the baselines were put back
+    assert not isinstance(transfer.start_fetch, functools.partial)
 
 
 def test_a_wrong_sweep_is_caught(monkeypatch):
@@ -32,6 +40,5 @@ def test_a_wrong_sweep_is_caught(monkeypatch):
         real(program, ins, outs, count - chunk, chunk)
     monkeypatch.setattr(B, "serial_sweep", lossy)
     with pytest.raises(SystemExit, match="differs"):
-        B.main(["--log-m", "6", "--budget-gib", str(FS.step_bytes(2, 3, 3, 1, 6, 3) / 2**30),
-                "--cases", "h_host.pipelined,h_host.serial", "--reps", "1"])
+        B.main(ARGS + ["--cases", "h_host.pipelined,h_host.serial"])
     assert np.all(B.random_vectors(4, 1)[0][-1] < 2**28)

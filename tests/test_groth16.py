@@ -169,6 +169,7 @@ def test_keys_round_trip_and_damage(circuit, tmp_path):
         G.load_keys(str(tmp_path), "cubic")
 
 
+@pytest.mark.slow          # 78 s on the 2-core box; the product verifies vectorised (verify_group)
 def test_verify_batch(circuit):
     *_, vk, proof, _, ys = circuit
     assert G.verify_batch(vk, ys, proof)

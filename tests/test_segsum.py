@@ -100,7 +100,8 @@ def test_min_steps_below_three_is_refused():
         M.MSMConfig(min_steps=2)
 
 
-@pytest.mark.parametrize("kind", ["same", "bits"])
+@pytest.mark.parametrize("kind", [pytest.param("same", marks=pytest.mark.slow),  # ~100 s
+                                  "bits"])
 def test_msm_through_fused_kernels_matches_py_ecc(kind):
     rng = random.Random(11)
     ks = [rng.randrange(1, R) for _ in range(8)]
@@ -111,6 +112,7 @@ def test_msm_through_fused_kernels_matches_py_ecc(kind):
     assert _run(bases, sc, curve=G1I, cfg=cfg) == _expected(ks, sc)
 
 
+@pytest.mark.slow          # ~170 s on the 2-core box; every GPU MSM benchmark checks its result
 def test_split_curve_steps_equal_xla_loop():
     """G2 (split formulas): the two-kernels-per-step walk equals the XLA loop."""
     from ops.curve import G2

@@ -1,0 +1,60 @@
+"""ops.transfer: device -> host fetches through pinned memory give the same
+values as the plain fetch, and the out-of-core code that reads them (the
+four-step sweeps, whose fetched blocks are read-only views) still works."""
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from ops import four_step as FS
+from ops import ntt as N
+from ops import transfer as T
+from ops.field import Fr
+
+HAS_PINNED = T.pinned_sharding(jnp.zeros(1), pinned=True) is not None
+
+
+def test_plain_fetch_on_the_cpu_and_of_numpy():
+    x = jnp.arange(12, dtype=jnp.uint32).reshape(3, 4)
+    assert T.pinned_sharding(x) is None or jax.devices()[0].platform == "gpu"
+    assert T.pinned_sharding(x, pinned=False) is None
+    assert T.pinned_sharding(np.ones(3), pinned=True) is None        # not a device array
+    assert np.array_equal(T.fetch(x, pinned=False), np.arange(12).reshape(3, 4))
+    y = np.arange(5)
+    assert T.fetch(y) is y
+
+
+@pytest.mark.skipif(not HAS_PINNED, reason="no pinned_host memory kind on this device")
+def test_pinned_fetch_equals_the_plain_one():
+    x = jnp.asarray(np.random.default_rng(0).integers(0, 2**32, (8, 3, 100), dtype=np.uint32))
+    y = T.start_fetch(x, pinned=True)
+    assert y.sharding.memory_kind == T.PINNED and y is not x
+    assert np.array_equal(np.asarray(y), np.asarray(x))
+    assert T.pinned_sharding(y, pinned=True) is None             # already there: no second copy
+    assert np.array_equal(T.fetch(x[:, 1], pinned=True), np.asarray(x)[:, 1])
+
+
+@pytest.mark.skipif(not HAS_PINNED, reason="no pinned_host memory kind on this device")
+def test_host_ntt_through_pinned_fetches(monkeypatch):
+    """ops.four_step's sweeps with every block fetched through pinned memory
+    (the GPU's path, forced here): the out-of-core coset NTT equals the
+    device one, and the input is not touched."""
+    fetched = []
+    real = T.start_fetch
+
+    def pinned(x, pinned=None):
+        y = real(x, pinned=True)
+        fetched.append(y.sharding.memory_kind)
+        return y
+    monkeypatch.setattr(T, "start_fetch", pinned)
+    rng = np.random.default_rng(5)
+    x = rng.integers(0, 2**32, (Fr.L, 2, 16), dtype=np.uint32)
+    x[-1] &= 0x0FFFFFFF
+    keep = x.copy()
+    budget = FS.step_bytes(2, 2, 1, 2, 4, 2)             # blocks of 2 lines: 2+ per sweep
+    got = FS.ntt_host(x, budget, coset=True, log_n1=2)
+    assert np.array_equal(got, np.asarray(N.coset_ntt(jnp.asarray(x), N.domain(4))))
+    assert np.array_equal(x, keep)
+    assert len(fetched) >= 4 and set(fetched) == {T.PINNED}

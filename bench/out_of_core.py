@@ -14,6 +14,9 @@ plane on a thread pool.  Cases, each on random a, b, c (8, m):
   each result (hypothesis 37 as measured in session 19: 1.98 s at 2^23);
 * ``h_host.pipelined``: the library's sweep (its results fetched through
   pinned memory on a GPU, ``ops.transfer``: hypothesis 38);
+* ``h_resident``: ``groth16.h_coefficients_resident`` (hypothesis 39: whole
+  vectors on the device, the four-step passes in place there; the result
+  fetched to the host here, as the other cases give it);
 * ``h_in_core``: ``groth16._h_coefficients`` on the device (the floor:
   no host traffic at all), with a, b, c already there.
 
@@ -84,7 +87,8 @@ def main(argv=None):
     ap.add_argument("--log-m", type=int, default=16)
     ap.add_argument("--budget-gib", type=float, default=2.0)
     ap.add_argument("--cases",
-                    default="h_in_core,h_host.serial,h_host.plain_fetch,h_host.pipelined")
+                    default="h_in_core,h_host.serial,h_host.plain_fetch,h_host.pipelined,"
+                            "h_resident")
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--out")
@@ -121,6 +125,9 @@ def main(argv=None):
                 first, ts, got = timed(host, args.reps)
             finally:
                 FS.sweep, transfer.start_fetch = real, real_fetch
+        elif case == "h_resident":
+            first, ts, got = timed(lambda: np.asarray(G.h_coefficients_resident(
+                a, b, c, args.log_m, budget)), args.reps)
         else:
             raise SystemExit(f"unknown case {case!r}")
         if want is None:
@@ -130,7 +137,7 @@ def main(argv=None):
         rec = {**base, "case": f"out_of_core.{case}", "compile_s": first - med,
                "first_s": first, "median_s": med, "min_s": min(ts), "max_s": max(ts),
                "reps": args.reps, "checked": checked}
-        if case != "h_in_core":
+        if case.startswith("h_host"):
             rec["host_traffic_gb_s"] = TRANSFERS * a.nbytes / med / 1e9
         emit(rec, args.out)
         if not checked:

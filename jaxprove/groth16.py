@@ -36,9 +36,11 @@ import dataclasses
 import functools
 import logging
 import math
+import os
 import random
 import secrets
 import time
+from concurrent.futures import ThreadPoolExecutor
 from typing import Callable, NamedTuple
 
 import jax
@@ -53,7 +55,7 @@ from ops import msm as M
 from ops import ntt as N
 from ops import pairing as PA
 from ops.platform import placed_like
-from ops import spmtv
+from ops import spmtv, transfer
 from ops.curve import G1, G2
 from ops.field import Fq, Fr
 from ops.fq12 import Fq12
@@ -365,6 +367,94 @@ def h_coefficients_host(a: np.ndarray, b: np.ndarray, c: np.ndarray, log_m: int,
     return h[..., :-1]
 
 
+def h_coefficients_resident(a: np.ndarray, b: np.ndarray, c: np.ndarray, log_m: int,
+                            budget: int, log_n1: int | None = None) -> jax.Array:
+    """``h_coefficients_host`` with whole vectors on the device (hypothesis 39,
+    bench/NOTES.md): host a, b, c ``(8, *batch, m)`` (not modified) -> h
+    ``(8, *batch, m − 1)`` on the device, equal bit for bit, holding at most
+    two vectors plus one block program's ``ops.four_step.step_bytes`` within
+    ``budget`` (ValueError if that cannot hold one line).
+
+    The same four sweeps as ``h_coefficients_host``, run on the device in
+    place (``four_step.resident_step``): a and b each go up whole, through
+    sweeps A and B, and back; c goes up and through A and B and stays; sweep
+    C streams a's and b's column blocks in and writes the quotient over c's
+    columns; sweep D writes h transposed into a second device vector.
+    Host traffic: 7 vector transfers (5 in, 2 out), all whole vectors but
+    sweep C's column blocks, against ``h_coefficients_host``'s 18; and h is
+    left on the device, where its MSM needs it."""
+    for name, x in (("a", a), ("b", b), ("c", c)):
+        if FS.check(x, f"h_coefficients_resident: {name}") != log_m or x.shape != a.shape:
+            raise ValueError(f"h_coefficients_resident: {name} has shape {x.shape}, expected "
+                             f"{a.shape[:-1] + (1 << log_m,)}")
+    log_n1 = FS.default_log_n1(log_m) if log_n1 is None else log_n1
+    n1, n2 = 1 << log_n1, 1 << (log_m - log_n1)
+    log_len = {"col": log_n1, "row": log_m - log_n1}
+    dom = {ax: N.domain(k, cosets=False) for ax, k in log_len.items()}
+    chunks = resident_chunks(a, log_m, budget, log_n1)
+    tabs = FS.tables(log_m)
+    inv = FS.Stage(True)
+    passes = (("col", (FS.Stage(True, twiddle=True),)),
+              ("row", (inv, FS.Stage(False, pre_coset=True, twiddle=True))))
+
+    def sweeps_a_b(x, pool):
+        v = FS.put_block(FS.matrix(x, n1), pool)      # whole: one limb plane per thread
+        for axis, stages in passes:
+            k = chunks[axis]
+            for q0 in range(0, 1 << (log_m - log_len[axis]), k):
+                v = FS.resident_step(v, jnp.uint32(q0), tabs, dom[axis], stages=stages,
+                                     axis=axis, log_n=log_m, chunk=k)
+        return v
+
+    with ThreadPoolExecutor(min(16, os.cpu_count() or 1)) as pool:
+        ea, eb = (transfer.fetch(sweeps_a_b(x, pool)) for x in (a, b))   # host (8, *b, n1, n2)
+        t = sweeps_a_b(c, pool)
+        k = chunks["quotient"]
+        for q0 in range(0, n2, k):
+            blocks = [FS.put_block(FS._block(e, "col", q0, k), pool) for e in (ea, eb)]
+            t = _quotient_resident(t, *blocks, jnp.uint32(q0), tabs, dom["col"], log_m=log_m,
+                                   chunk=k)
+    del ea, eb
+    h = jnp.zeros(a.shape[:-1] + (n2, n1), jnp.uint32)
+    k = chunks["row"]
+    for q0 in range(0, n1, k):
+        h = FS.resident_rows_to_cols(t, h, jnp.uint32(q0), tabs, dom["row"],
+                                     stages=(FS.Stage(True, post_coset=True),), log_n=log_m,
+                                     chunk=k)
+    del t
+    return h.reshape(a.shape)[..., :-1]
+
+
+def resident_chunks(x: np.ndarray, log_m: int, budget: int,
+                    log_n1: int | None = None) -> dict[str, int]:
+    """Lines per block of ``h_coefficients_resident``'s sweeps (keys "col",
+    "row": one vector; "quotient": sweep C's three) for vectors like x
+    ``(8, *batch, m)`` within ``budget`` device bytes, two whole vectors
+    counted first; ValueError if the budget cannot hold them and one line."""
+    log_n1 = FS.default_log_n1(log_m) if log_n1 is None else log_n1
+    spare = budget - 2 * x.nbytes
+    if spare <= 0:
+        raise ValueError(f"h_coefficients_resident: a device budget of {budget} bytes cannot "
+                         f"hold two vectors of {x.nbytes} bytes")
+    batch = FS.batch_size(x)
+
+    def lines(log_len, vectors):
+        return FS.chunk_lines(log_len, vectors, batch, log_m, log_n1, spare)
+    return {"col": lines(log_n1, 1), "row": lines(log_m - log_n1, 1),
+            "quotient": lines(log_n1, 3)}
+
+
+@functools.partial(jax.jit, static_argnames=("log_m", "chunk"), donate_argnums=(0,))
+def _quotient_resident(t, ea, eb, q0, tabs, dom, *, log_m, chunk):
+    """Sweep C of ``h_coefficients_resident``: columns [q0, q0 + chunk) of the
+    device view t (c after sweeps A and B; donated) replaced by
+    ``_quotient_columns`` of them and the column blocks ea, eb."""
+    at = q0.astype(jnp.int32)
+    ec = jax.lax.dynamic_slice_in_dim(t, at, chunk, t.ndim - 1)
+    (q,) = _quotient_columns(q0, ea, eb, ec, tabs, dom, log_m=log_m)
+    return jax.lax.dynamic_update_slice_in_dim(t, q, at, t.ndim - 1)
+
+
 @functools.partial(jax.jit, static_argnames=("log_m",))
 def _quotient_columns(q0, a, b, c, tabs, dom, *, log_m):
     """Sweep C of ``h_coefficients_host`` on column blocks ``(8, *batch, n1, cols)``."""
@@ -441,7 +531,9 @@ def prove(pk: ProvingKey, matrices: pce.Matrices, w, seed: int | None = None,
     block (``pce.evaluate_host``, already padded to m = 2^log_m with zeros),
     a·b = c is checked in row blocks (the same refusal), and h =
     (a·b − c)/Z over the coset comes from four sweeps of the four-step
-    NTT (``h_coefficients_host``; ``domain`` is not used).  h (8, *batch,
+    NTT: on the device with two whole vectors there where the budget holds
+    them (``h_coefficients_resident``), else over host vectors
+    (``h_coefficients_host``); ``domain`` is not used.  h (8, *batch,
     m − 1) stays in host memory until its MSM (the last) copies it to the
     device whole, and the MSMs run within ``msm_config.budget_bytes``,
     which defaults to the same budget.  The proof is bit for bit that of
@@ -454,7 +546,8 @@ def prove(pk: ProvingKey, matrices: pce.Matrices, w, seed: int | None = None,
     during msm_a / msm_b the copy w ‖ r or w ‖ s (1 vector), during msm_h
     h (1 vector), plus the MSM budget.  E.g. out_of_core_budget = 8 GiB and
     msm_config.budget_bytes = 4 GiB: about 12 GiB at the peak; one budget
-    of 6 GiB for both: about 14 GiB.
+    of 6 GiB for both: about 14 GiB.  (The NTT's device form needs a budget
+    above two vectors, 8 GiB at 2^27; below, h is computed over host vectors.)
 
     The proof runs where w lives: its programs are traced under w's device
     (``ops.platform.placed_like``), so on a GPU only the kernels' CUDA forms
@@ -543,11 +636,17 @@ def _h_out_of_core(matrices: pce.Matrices, w, log_m: int, budget: int, lap):
     """h (8, *batch, m − 1) in host memory, computed out of core within
     ``budget`` device bytes per program: host a, b, c (8, *batch, m) from
     ``pce.evaluate_host`` (checked in row blocks), then
-    ``h_coefficients_host`` (stages spmv, ntt)."""
+    ``h_coefficients_resident`` where the budget holds two vectors and a
+    line's program (h fetched back to the host, so the other MSMs see the
+    device as before), else ``h_coefficients_host`` (stages spmv, ntt)."""
     a, b, c, first = lap("spmv", pce.evaluate_host(matrices, w, budget, length=1 << log_m,
                                                    check=True))
     _refuse_unsatisfied(matrices, first)
-    return lap("ntt", h_coefficients_host(a, b, c, log_m, budget))
+    try:
+        resident_chunks(a, log_m, budget)
+    except ValueError:
+        return lap("ntt", h_coefficients_host(a, b, c, log_m, budget))
+    return lap("ntt", transfer.fetch(h_coefficients_resident(a, b, c, log_m, budget)))
 
 
 def prove_msms(pk: ProvingKey, w, h, num_inputs: int, positions: MSMPositions, r, s,

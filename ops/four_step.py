@@ -142,6 +142,38 @@ def stages_program(q0, x, tabs, dom, *, stages, axis, out_axis, log_n):
     return (from_lines(x, out_axis),)
 
 
+def _line_axis(x, axis: str) -> int:
+    """The axis of the matrix view x ``(8, *batch, rows, cols)`` that a block
+    of ``axis`` lines cuts (columns: the last)."""
+    return x.ndim - 1 if axis == "col" else x.ndim - 2
+
+
+@functools.partial(jax.jit, static_argnames=("stages", "axis", "log_n", "chunk"),
+                   donate_argnums=(0,))
+def resident_step(x, q0, tabs, dom, *, stages, axis, log_n, chunk):
+    """One block of a sweep over a device matrix view x ``(8, *batch, n1, n2)``,
+    in place (x donated): lines [q0, q0 + chunk) along ``axis`` through
+    ``stages_program`` and back into the same lines."""
+    at = q0.astype(jnp.int32)
+    blk = jax.lax.dynamic_slice_in_dim(x, at, chunk, _line_axis(x, axis))
+    (y,) = stages_program(q0, blk, tabs, dom, stages=stages, axis=axis, out_axis=axis,
+                          log_n=log_n)
+    return jax.lax.dynamic_update_slice_in_dim(x, y, at, _line_axis(x, axis))
+
+
+@functools.partial(jax.jit, static_argnames=("stages", "log_n", "chunk"), donate_argnums=(1,))
+def resident_rows_to_cols(x, out, q0, tabs, dom, *, stages, log_n, chunk):
+    """Rows [q0, q0 + chunk) of the device view x ``(8, *batch, n1, n2)``
+    through ``stages_program``, written as columns [q0, q0 + chunk) of the
+    device view out ``(8, *batch, n2, n1)`` (donated): ``ntt_host``'s
+    transposed write of a natural output, on the device."""
+    at = q0.astype(jnp.int32)
+    blk = jax.lax.dynamic_slice_in_dim(x, at, chunk, x.ndim - 2)
+    (y,) = stages_program(q0, blk, tabs, dom, stages=stages, axis="row", out_axis="col",
+                          log_n=log_n)
+    return jax.lax.dynamic_update_slice_in_dim(out, y, at, out.ndim - 1)
+
+
 def matrix(x: np.ndarray, rows: int) -> np.ndarray:
     """The host vector ``(8, *batch, n)`` as its ``(8, *batch, rows, n/rows)`` view."""
     return x.reshape(x.shape[:-1] + (rows, x.shape[-1] // rows))

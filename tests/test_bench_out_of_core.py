@@ -25,9 +25,10 @@ def test_every_case_is_checked_and_recorded(tmp_path):
     recs = [json.loads(x) for x in out.read_text().splitlines()]
     assert [r["case"] for r in recs] == ["out_of_core.h_in_core", "out_of_core.h_host.serial",
                                          "out_of_core.h_host.plain_fetch",
-                                         "out_of_core.h_host.pipelined"]
+                                         "out_of_core.h_host.pipelined",
+                                         "out_of_core.h_resident"]
     assert all(r["checked"] and r["median_s"] > 0 and r["log_m"] == 8 for r in recs)
-    assert all(r["host_traffic_gb_s"] > 0 for r in recs[1:])
+    assert all(r["host_traffic_gb_s"] > 0 for r in recs[1:4])
     assert FS.sweep is not B.serial_sweep                  # the baselines were put back
     assert not isinstance(transfer.start_fetch, functools.partial)
 

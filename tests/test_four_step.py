@@ -123,5 +123,26 @@ def test_h_coefficients_host_equals_device(k, batch, log_n1, small_budget):
         G.h_coefficients_host(*vs, k, 1000, log_n1=log_n1)
 
 
+def test_h_coefficients_resident_equals_device():
+    """Hypothesis 39's form: whole vectors on the device, four-step passes in
+    place there, a budget of two vectors plus one line's program (so every
+    sweep runs in several blocks); h stays on the device."""
+    k, batch, log_n1 = 6, (2,), 3
+    vs, _ = host_vectors(k, batch, 3, 106)
+    copies = [v.copy() for v in vs]
+    want = np.asarray(G._h_coefficients(*[jnp.array(v) for v in vs], N.domain(k)))
+    vec = vs[0].nbytes
+    budget = 2 * vec + FS.step_bytes(1, log_n1, 3, 2, k, log_n1)
+    assert FS.chunk_lines(log_n1, 3, 2, k, log_n1, budget - 2 * vec) < 1 << (k - log_n1)
+    got = G.h_coefficients_resident(*vs, k, budget, log_n1=log_n1)
+    assert isinstance(got, jax.Array) and got.shape == batch_shape(batch, k)
+    assert np.array_equal(np.asarray(got), want)
+    assert all(np.array_equal(v, c) for v, c in zip(vs, copies))      # inputs untouched
+    with pytest.raises(ValueError, match="cannot hold two vectors"):
+        G.h_coefficients_resident(*vs, k, 2 * vec, log_n1=log_n1)
+    with pytest.raises(ValueError, match="has shape"):
+        G.h_coefficients_resident(vs[0], vs[1], vs[2][..., :32], k, budget, log_n1=log_n1)
+
+
 def batch_shape(batch, k):
     return (8,) + batch + ((1 << k) - 1,)

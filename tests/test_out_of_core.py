@@ -6,6 +6,7 @@ in-core proof (same key, MSM configuration and seed: bit for bit) and
 ``verify``; an unsatisfied witness refused as in core."""
 from __future__ import annotations
 
+import functools
 import random
 
 import jax
@@ -144,13 +145,21 @@ def test_prove_out_of_core_equals_in_core(cubic_circuit, monkeypatch):
     host = pce.to_host(m)
     assert all(len(p.blocks) > 1 for p in pce.plan_blocks(host, BATCH, 8000))
     programs = spy_programs(monkeypatch)
-    # SpMV and NTT in small blocks, the MSMs within the configured budget
+    forms = []                                  # which form of the out-of-core h ran
+    for name in ("h_coefficients_resident", "h_coefficients_host"):
+        monkeypatch.setattr(G, name, functools.partial(
+            lambda real, name, *a, **k: forms.append(name) or real(*a, **k),
+            getattr(G, name), name))
+    # SpMV and NTT in small blocks (h over host vectors: 8000 bytes cannot hold two vectors
+    # and a line), the MSMs within the configured budget
     got, times = G.prove(host_pk, host, w, seed=5, msm_config=cfg, out_of_core_budget=8000)
+    assert forms == ["h_coefficients_host"]
     # one SpMV program per block signature (A's ELL width is not B's and C's)
     assert len(programs) == len({spmv.block_signature(x) for x in (m.a, m.b, m.c)}) == 2
-    # one budget for everything: the MSMs take it
+    # one budget for everything: the MSMs take it, and it holds h's device form
     got2, times2 = G.prove(host_pk, host, w, seed=5, msm_config=M.MSMConfig(**small),
                            out_of_core_budget=budget)
+    assert forms == ["h_coefficients_host", "h_coefficients_resident"]
     for proof in (got, got2):
         for x, y in zip(jax.tree.leaves(proof), jax.tree.leaves(want)):
             assert np.array_equal(np.asarray(x), np.asarray(y))

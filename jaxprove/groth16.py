@@ -316,6 +316,14 @@ def _coefficients(t, dom: N.Domain):
     return N.bit_reverse(N.coset_intt_to_bitrev(t, dom))[..., :dom.n - 1]
 
 
+def _check_vectors(who: str, a, b, c, log_m: int) -> None:
+    """ValueError unless host a, b, c are uint32 Fr vectors of one shape (8, *batch, 2^log_m)."""
+    for name, x in (("a", a), ("b", b), ("c", c)):
+        if FS.check(x, f"{who}: {name}") != log_m or x.shape != a.shape:
+            raise ValueError(f"{who}: {name} has shape {x.shape}, expected "
+                             f"{a.shape[:-1] + (1 << log_m,)}")
+
+
 def h_coefficients_host(a: np.ndarray, b: np.ndarray, c: np.ndarray, log_m: int, budget: int,
                         log_n1: int | None = None) -> np.ndarray:
     """``_h_coefficients`` out of core: host a, b, c ``(8, *batch, m)`` (not
@@ -333,10 +341,7 @@ def h_coefficients_host(a: np.ndarray, b: np.ndarray, c: np.ndarray, log_m: int,
       D  rows: coset_intt's second pass (·g^(−i)), each block written
          transposed, so h comes out natural.
     Host traffic: 18 vector transfers (10 in, 8 out) instead of 32 unfused."""
-    for name, x in (("a", a), ("b", b), ("c", c)):
-        if FS.check(x, f"h_coefficients_host: {name}") != log_m or x.shape != a.shape:
-            raise ValueError(f"h_coefficients_host: {name} has shape {x.shape}, expected "
-                             f"{a.shape[:-1] + (1 << log_m,)}")
+    _check_vectors("h_coefficients_host", a, b, c, log_m)
     log_n1 = FS.default_log_n1(log_m) if log_n1 is None else log_n1
     n1, n2 = 1 << log_n1, 1 << (log_m - log_n1)
     batch = FS.batch_size(a)
@@ -383,10 +388,7 @@ def h_coefficients_resident(a: np.ndarray, b: np.ndarray, c: np.ndarray, log_m: 
     Host traffic: 7 vector transfers (5 in, 2 out), all whole vectors but
     sweep C's column blocks, against ``h_coefficients_host``'s 18; and h is
     left on the device, where its MSM needs it."""
-    for name, x in (("a", a), ("b", b), ("c", c)):
-        if FS.check(x, f"h_coefficients_resident: {name}") != log_m or x.shape != a.shape:
-            raise ValueError(f"h_coefficients_resident: {name} has shape {x.shape}, expected "
-                             f"{a.shape[:-1] + (1 << log_m,)}")
+    _check_vectors("h_coefficients_resident", a, b, c, log_m)
     log_n1 = FS.default_log_n1(log_m) if log_n1 is None else log_n1
     n1, n2 = 1 << log_n1, 1 << (log_m - log_n1)
     log_len = {"col": log_n1, "row": log_m - log_n1}

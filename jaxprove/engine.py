@@ -425,13 +425,15 @@ class Residency:
 class Resident(NamedTuple):
     """What stays on a device per topology (pk's vectors may be host arrays
     in streaming mode; domain: the circuit's ``ops.ntt.Domain``; positions:
-    its ``groth16.msm_positions``)."""
+    its ``groth16.msm_positions``; host_plan: out of core, the SpMV's row
+    blocks for one instance, ``pce.host_plan``, in pinned host memory)."""
     pk: Any
     vk: Any
     matrices: Any
     nbytes: int
     domain: Any = None
     positions: Any = None
+    host_plan: Any = None
 
 
 class Prover(Protocol):
@@ -564,7 +566,10 @@ class Groth16Prover:
                 pk = G.streaming_key(pk, pos, (f,))
         nbytes = sum(int(x.nbytes) for x in jax.tree.leaves((pk, vk, m, dom, pos))
                      if isinstance(x, jax.Array))
-        return Resident(pk, vk, m, nbytes, dom, pos)
+        # out of core a proof is one instance (a batch of B needs B times the device memory):
+        # its row blocks are cut once, into pinned host memory, not per proof
+        plan = pce.host_plan(m, 1, self.out_of_core_budget, device) if ooc else None
+        return Resident(pk, vk, m, nbytes, dom, pos, plan)
 
     def check(self, res, w) -> list:
         """Per instance None or why its witness fails (a·b ≠ c), so that one
@@ -596,9 +601,11 @@ class Groth16Prover:
             w = w[:, jnp.asarray([i if u else good[0] for i, u in enumerate(use)])]
         cfg = None if msm_budget_bytes is None else \
             dataclasses.replace(M.default_config(), budget_bytes=msm_budget_bytes)
+        plan = res.host_plan if res.host_plan is not None and res.host_plan.batch == len(use) \
+            else None
         proof, times = G.prove(res.pk, res.matrices, w, msm_config=cfg, domain=res.domain,
                                positions=res.positions, on_stage=on_stage,
-                               out_of_core_budget=self.out_of_core_budget)
+                               out_of_core_budget=self.out_of_core_budget, host_plan=plan)
         pub = Fr.to_int(np.asarray(w[:, :, 1:res.matrices.num_inputs]))
         return proof, [[int(v) for v in row] for row in pub], times
 

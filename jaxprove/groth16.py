@@ -500,7 +500,7 @@ def prove(pk: ProvingKey, matrices: pce.Matrices, w, seed: int | None = None,
           msm_config: M.MSMConfig | None = None, domain: N.Domain | None = None,
           positions: MSMPositions | None = None,
           on_stage: Callable[[str], None] | None = None,
-          out_of_core_budget: int | None = None):
+          out_of_core_budget: int | None = None, host_plan: pce.HostPlan | None = None):
     """Proofs for a batch of witnesses w ``(8, *batch, n_vars)`` (Fr, bellperson
     order, w[..., 0] = 1) -> (Proof with batch shape ``batch``, timings dict in
     seconds per stage: spmv, ntt, msm_g1 and msm_g2 (the merged MSMs; with
@@ -540,6 +540,10 @@ def prove(pk: ProvingKey, matrices: pce.Matrices, w, seed: int | None = None,
     device whole, and the MSMs run within ``msm_config.budget_bytes``,
     which defaults to the same budget.  The proof is bit for bit that of
     the in-core path with the same MSM configuration and seed.
+    ``host_plan`` (``pce.host_plan(matrices, batch, out_of_core_budget)``,
+    built once per circuit and batch size, like ``domain`` and
+    ``positions``): the SpMV's row blocks prepared in pinned host memory;
+    without it each proof cuts them from the matrices again.
 
     Estimated device peak at 2^27 rows, batch 1, bases in host memory (an
     estimate from the byte counts, not measured; 1 vector = 4 GiB): the
@@ -554,12 +558,15 @@ def prove(pk: ProvingKey, matrices: pce.Matrices, w, seed: int | None = None,
     The proof runs where w lives: its programs are traced under w's device
     (``ops.platform.placed_like``), so on a GPU only the kernels' CUDA forms
     are traced (the CPU forms were about half the tracing)."""
+    if host_plan is not None and out_of_core_budget is None:
+        raise ValueError("prove: host_plan is the out-of-core SpMV's: it needs out_of_core_budget")
     with placed_like(w):
         return _prove(pk, matrices, w, seed, msm_config, domain, positions, on_stage,
-                      out_of_core_budget)
+                      out_of_core_budget, host_plan)
 
 
-def _prove(pk, matrices, w, seed, msm_config, domain, positions, on_stage, out_of_core_budget):
+def _prove(pk, matrices, w, seed, msm_config, domain, positions, on_stage, out_of_core_budget,
+           host_plan):
     pce._check_witness(matrices, w)
     batch = w.shape[1:-1]
     if _n_vars(pk) != matrices.num_vars:
@@ -590,7 +597,7 @@ def _prove(pk, matrices, w, seed, msm_config, domain, positions, on_stage, out_o
     if out_of_core_budget is None:
         h = _h_in_core(matrices, w, log_m, domain, lap)
     else:
-        h = _h_out_of_core(matrices, w, log_m, out_of_core_budget, lap)
+        h = _h_out_of_core(matrices, w, log_m, out_of_core_budget, lap, host_plan)
         if msm_config is None or msm_config.budget_bytes is None:
             msm_config = dataclasses.replace(msm_config or M.default_config(),
                                              budget_bytes=out_of_core_budget)
@@ -634,15 +641,16 @@ def _h_in_core(matrices: pce.Matrices, w, log_m: int, domain: N.Domain | None, l
     return h
 
 
-def _h_out_of_core(matrices: pce.Matrices, w, log_m: int, budget: int, lap):
+def _h_out_of_core(matrices: pce.Matrices, w, log_m: int, budget: int, lap, host_plan=None):
     """h (8, *batch, m − 1) in host memory, computed out of core within
     ``budget`` device bytes per program: host a, b, c (8, *batch, m) from
-    ``pce.evaluate_host`` (checked in row blocks), then
+    ``pce.evaluate_host`` (checked in row blocks; ``host_plan``, if given),
+    then
     ``h_coefficients_resident`` where the budget holds two vectors and a
     line's program (h fetched back to the host, so the other MSMs see the
     device as before), else ``h_coefficients_host`` (stages spmv, ntt)."""
     a, b, c, first = lap("spmv", pce.evaluate_host(matrices, w, budget, length=1 << log_m,
-                                                   check=True))
+                                                   check=True, plan=host_plan))
     _refuse_unsatisfied(matrices, first)
     try:
         resident_chunks(a, log_m, budget)

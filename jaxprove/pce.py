@@ -27,7 +27,8 @@ memory and ``evaluate_host`` computes the same a, b, c into host numpy
 arrays (8, *batch, length), one row block of one matrix on the device at a
 time (``ops.spmv.row_block``; blocks planned by ``plan_blocks`` within a
 byte budget, an estimate by ``block_bytes``, and padded to one shape per
-matrix so that one compiled program serves all of its blocks), checking
+matrix so that one compiled program serves all of its blocks; ``host_plan``
+prepares them once for every proof, in pinned memory on a GPU), checking
 a∘b = c in row blocks (``first_bad_host``).  At 2^27 rows the matrices
 (~8 GiB) and a, b, c (3 × 4 GiB) never sit on the device: it holds w, its
 element-major copy (4 GiB each at batch 1) and one block (estimate).
@@ -45,6 +46,7 @@ partition: 155 s of recording, 11.8 GB of CSR) is recorded once.
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import hashlib
@@ -52,6 +54,7 @@ import logging
 import math
 import os
 import re
+from concurrent.futures import ThreadPoolExecutor
 from typing import NamedTuple
 
 import jax
@@ -404,53 +407,114 @@ def plan_blocks(m: Matrices, batch: int, budget: int) -> list[Plan]:
     return _plans(m, [spmv.RowBlocks(x) for x in (m.a, m.b, m.c)], batch, budget)
 
 
+class HostPlan(NamedTuple):
+    """``evaluate_host``'s row blocks for one circuit, batch size and budget,
+    prepared once (``host_plan``) and reused by every proof: per matrix its
+    ``Plan`` and its blocks (``ops.spmv.row_block``, padded to the plan's
+    shape), held in pinned host memory where the device has it
+    (``ops.transfer.to_pinned``: each proof's puts run at the link's rate),
+    or cut from the matrices as each block is needed (``prepared`` False:
+    nothing held beyond one block).  A prepared plan holds a second copy of
+    the matrices' arrays in host memory (pinned, on a GPU)."""
+    plans: tuple
+    row_blocks: tuple                 # ops.spmv.RowBlocks of A, B, C
+    blocks: tuple | None              # per matrix, per block: a BlockedCSR, or None
+    batch: int
+    budget: int
+    rows: int
+
+    def block(self, k: int, j: int) -> spmv.BlockedCSR:
+        """Block j of matrix k (0, 1, 2 = A, B, C), host arrays."""
+        if self.blocks is not None:
+            return self.blocks[k][j]
+        r0, r1 = self.plans[k].blocks[j]
+        return spmv.row_block(self.row_blocks[k], r0, r1, self.plans[k].shape)
+
+
+def host_plan(m: Matrices, batch: int, budget: int, dev=None, *,
+              prepared: bool = True, pinned: bool | None = None) -> HostPlan:
+    """The ``HostPlan`` of m (host arrays, ``to_host``) for ``batch``
+    instances within ``budget`` device bytes (``plan_blocks``; ValueError
+    when a matrix's smallest block does not fit).  ``prepared``: every
+    block cut and padded now, and placed in ``dev``'s pinned host memory
+    (``pinned`` as ``ops.transfer.to_pinned``: None on a GPU only)."""
+    rbs = tuple(spmv.RowBlocks(x) for x in (m.a, m.b, m.c))
+    plans = tuple(_plans(m, list(rbs), batch, budget))
+    plan = HostPlan(plans, rbs, None, batch, budget, m.rows)
+    if not prepared:
+        return plan
+    dev = dev or jax.devices()[0]
+    blocks = tuple(tuple(transfer.to_pinned(plan.block(k, j), dev, pinned)
+                         for j in range(len(p.blocks))) for k, p in enumerate(plans))
+    return plan._replace(blocks=blocks)
+
+
 @aot.program
 def _spmv_block(x: spmv.BlockedCSR, coeffs, wt):
     """One row block of one matrix: (8, B, rows) from wt (num_vars, B, 8)."""
     return spmv.spmv(x, coeffs, wt)
 
 
-def _write_rows(out: np.ndarray, r0: int, r1: int, y) -> None:
-    """Rows [r0, r1) of a host (8, B, length) from a block's result (8, B, ≥ r1 − r0)."""
-    out[:, :, r0:r1] = np.asarray(y)[:, :, :r1 - r0]
+def _write_rows(out: np.ndarray, r0: int, r1: int, y, pool) -> None:
+    """Rows [r0, r1) of a host (8, B, length) from a block's result (8, B, ≥
+    r1 − r0), one plane per task on ``pool`` (the copy also takes the first
+    touch of out's pages)."""
+    src = np.asarray(y)
+    list(pool.map(lambda i: np.copyto(out[i][:, r0:r1], src[i][:, :r1 - r0]), range(Fr.L)))
 
 
 def first_bad_host(a: np.ndarray, b: np.ndarray, c: np.ndarray, rows: int,
-                   budget: int) -> np.ndarray:
+                   budget: int, pool=None) -> np.ndarray:
     """As ``is_satisfied``'s first_bad over host a, b, c (8, B, ≥ rows):
     the first of rows [0, rows) with a·b != c per instance (int (B,), −1
     where satisfied).  Blocks of C rows (the last one overlapping its
     predecessor: one program), 5 vectors' worth (a, b, c, a·b, the
-    comparison) of 32·B·C bytes within ``budget``."""
+    comparison) of 32·B·C bytes within ``budget``, put one limb plane per
+    task on ``pool`` (``ops.transfer.put_planes``; default: a pool of its own)."""
     B = a.shape[1]
     C = min(rows, budget // (5 * 32 * B))
     if rows and C < 1:
         raise ValueError(f"evaluate_host: the satisfaction check needs {5 * 32 * B} device "
                          f"bytes per row, over the budget of {budget}")
     first = np.full(B, -1, np.int64)
-    for r0 in range(0, rows, max(C, 1)):
-        s = min(r0, rows - C)
-        bad = np.asarray(satisfied(*(jnp.asarray(x[:, :, s:s + C]) for x in (a, b, c)))[1])
-        new = (first < 0) & (bad >= 0)
-        first[new] = s + bad[new]
+    with _pool(pool) as pool:
+        for r0 in range(0, rows, max(C, 1)):
+            s = min(r0, rows - C)
+            blocks = (transfer.put_planes(x[:, :, s:s + C], pool) for x in (a, b, c))
+            bad = np.asarray(satisfied(*blocks)[1])
+            new = (first < 0) & (bad >= 0)
+            first[new] = s + bad[new]
     return first
 
 
+@contextlib.contextmanager
+def _pool(pool=None):
+    """``pool``, or a thread pool of the CPUs (at most 16) for the block."""
+    if pool is not None:
+        yield pool
+        return
+    with ThreadPoolExecutor(min(16, os.cpu_count() or 1)) as own:
+        yield own
+
+
 def evaluate_host(m: Matrices, w, budget: int, *, length: int | None = None,
-                  check: bool = False):
+                  check: bool = False, plan: HostPlan | None = None):
     """``evaluate`` out of core: m's arrays in host memory (``to_host``; device
     arrays work too), w (8, *batch, num_vars) on the device -> host numpy
     (a, b, c), each uint32 (8, *batch, length) (length ≥ rows, default
     rows; rows [rows, length) zero: the domain padding), equal bit for bit.
 
-    Each matrix is evaluated in row blocks (``plan_blocks``): the block's
-    rows (ELL rows, its long rows' pieces and overflow chunks,
-    ``ops.spmv.row_block``, padded to the plan's shape) go to the device,
-    one program (the same for every block of the plan) computes them, and
-    the result's first r1 − r0 rows come back, while the next block runs.  Device bytes beyond w: at most ``budget``
-    by the estimate ``block_bytes`` (the element-major witness and the
-    table stay for the whole evaluation).  With ``check``, also the first
-    row with a·b != c per instance (int (*batch,), −1 where satisfied, as
+    Each matrix is evaluated in row blocks (``plan``, a ``HostPlan`` of m
+    for this batch and budget, prepared once by the caller; default one that
+    cuts each block as it goes): the block's rows (ELL rows, its long rows'
+    pieces and overflow chunks, ``ops.spmv.row_block``, padded to the plan's
+    shape) go to the device, one program (the same for every block of the
+    plan) computes them, and the result's first r1 − r0 rows come back
+    (into pinned memory on a GPU, ``ops.transfer.start_fetch``), while the
+    next block runs.  Device bytes beyond w: at most ``budget`` by the
+    estimate ``block_bytes`` (the element-major witness and the table stay
+    for the whole evaluation).  With ``check``, also the first row with
+    a·b != c per instance (int (*batch,), −1 where satisfied, as
     ``is_satisfied``; ``first_bad_host``)."""
     _check_witness(m, w)
     batch = w.shape[1:-1]
@@ -458,23 +522,30 @@ def evaluate_host(m: Matrices, w, budget: int, *, length: int | None = None,
     length = m.rows if length is None else length
     if length < m.rows:
         raise ValueError(f"evaluate_host: length {length} < {m.rows} rows")
-    rbs = [spmv.RowBlocks(x) for x in (m.a, m.b, m.c)]
-    plans = _plans(m, rbs, B, budget)
+    if plan is None:
+        plan = host_plan(m, B, budget, prepared=False)
+    elif (plan.batch, plan.budget, plan.rows) != (B, budget, m.rows):
+        raise ValueError(f"evaluate_host: a plan for {plan.batch} instances, {plan.budget} "
+                         f"bytes and {plan.rows} rows, called for {B} instances, {budget} "
+                         f"bytes and {m.rows} rows of circuit {m.name!r}")
+    dev = next(iter(w.devices())) if isinstance(w, jax.Array) else jax.devices()[0]
     wt = spmv.element_major(w.reshape(Fr.L, B, m.num_vars))
     coeffs = jnp.asarray(m.coeffs)
-    outs = [np.zeros((Fr.L, B, length), np.uint32) for _ in range(3)]
-    for out, rb, plan in zip(outs, rbs, plans):
-        pending = None                     # pipelined: block k + 1 runs while k comes back
-        for r0, r1 in plan.blocks:
-            x = jax.tree.map(jnp.asarray, spmv.row_block(rb, r0, r1, plan.shape))
-            y = transfer.start_fetch(_spmv_block(x, coeffs, wt))     # pinned on a GPU
+    outs = [np.empty((Fr.L, B, length), np.uint32) for _ in range(3)]
+    with _pool() as pool:
+        for k, out in enumerate(outs):
+            out[:, :, m.rows:] = 0
+            pending = None                 # pipelined: block j + 1 runs while j comes back
+            for j, (r0, r1) in enumerate(plan.plans[k].blocks):
+                x = transfer.put(plan.block(k, j), dev)
+                y = transfer.start_fetch(_spmv_block(x, coeffs, wt))     # pinned on a GPU
+                if pending is not None:
+                    _write_rows(out, *pending, pool)
+                pending = (r0, r1, y)
             if pending is not None:
-                _write_rows(out, *pending)
-            pending = (r0, r1, y)
-        if pending is not None:
-            _write_rows(out, *pending)
-    del wt
-    first = first_bad_host(*outs, m.rows, budget) if check else None
+                _write_rows(out, *pending, pool)
+        del wt
+        first = first_bad_host(*outs, m.rows, budget, pool) if check else None
     outs = tuple(x.reshape((Fr.L,) + batch + (length,)) for x in outs)
     return outs + (first.reshape(batch),) if check else outs
 

@@ -189,20 +189,12 @@ def _planes(block: np.ndarray) -> np.ndarray:
     return block.reshape((-1,) + block.shape[-2:])
 
 
-@jax.jit
-def _stack(planes):
-    return jnp.stack(planes)
-
-
 def put_block(block: np.ndarray, pool: ThreadPoolExecutor) -> jax.Array:
-    """A block of a host view on the device, one ``jax.device_put`` per plane
-    on ``pool``'s threads (a row block's planes are contiguous and are put
-    as they are; a column block's are gathered first, on the same thread),
-    stacked on the device: no single-threaded gather of the whole block
-    (hypothesis 25: per-row puts 5.4× one ``jnp.asarray`` of a strided
-    slice on the H200 host)."""
-    planes = list(pool.map(lambda x: jax.device_put(np.ascontiguousarray(x)), _planes(block)))
-    return _stack(planes).reshape(block.shape)
+    """A block ``(8, *batch, a, b)`` of a host view on the device
+    (``ops.transfer.put_planes`` of its (a, b) planes: a row block's planes
+    are contiguous and are put as they are; a column block's are gathered
+    first, each on its own thread)."""
+    return transfer.put_planes(block, pool, plane_ndim=2)
 
 
 def write_block(block: np.ndarray, result: jax.Array, pool: ThreadPoolExecutor) -> None:

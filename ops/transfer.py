@@ -16,31 +16,82 @@ is a view of the pinned buffer; otherwise x itself with its
 ``copy_to_host_async`` started.  Either way the copy runs while the caller
 goes on, and ``np.asarray`` of the result waits for it.  Treat the numpy
 array as read-only.
+
+The other way: ``to_pinned`` places host data that goes to the device
+again and again (the 16 GB mode's matrix row blocks) in ``pinned_host``
+memory once, so that every later ``jax.device_put`` of it runs at the link's
+rate (46.9 / 54.7 GB/s from pinned memory against 7.1 / 6.8 GB/s from
+pageable numpy, whole, at 2^23 / 2^27); ``put_planes`` puts pageable numpy
+one plane per thread (17 / 28 GB/s).
 """
 from __future__ import annotations
 
+from concurrent.futures import Executor
+
 import jax
+import jax.numpy as jnp
 import numpy as np
 
 PINNED = "pinned_host"
 
 
-def pinned_sharding(x: jax.Array, pinned: bool | None = None):
-    """The ``pinned_host`` sharding of x's single device, or None: where x is
-    not on one device, the device lacks that memory kind, or (``pinned``
-    None, the default) the device is not a GPU; ``pinned=False``: None."""
-    if pinned is False or not isinstance(x, jax.Array) or len(x.devices()) != 1:
-        return None
-    (dev,) = x.devices()
-    if pinned is None and dev.platform != "gpu":
+def device_pinned_sharding(dev, pinned: bool | None = None):
+    """The ``pinned_host`` sharding of device ``dev``, or None: where the
+    device lacks that memory kind, or (``pinned`` None, the default) it is
+    not a GPU; ``pinned=False``: None."""
+    if pinned is False or (pinned is None and dev.platform != "gpu"):
         return None
     try:
         kinds = {m.kind for m in dev.addressable_memories()}
     except (AttributeError, NotImplementedError, RuntimeError):
         return None
-    if PINNED not in kinds or x.sharding.memory_kind == PINNED:
+    return jax.sharding.SingleDeviceSharding(dev, memory_kind=PINNED) if PINNED in kinds else None
+
+
+def pinned_sharding(x: jax.Array, pinned: bool | None = None):
+    """``device_pinned_sharding`` of x's single device, or None where x is
+    not a device array on one device or already lives in pinned memory."""
+    if pinned is False or not isinstance(x, jax.Array) or len(x.devices()) != 1:
         return None
-    return jax.sharding.SingleDeviceSharding(dev, memory_kind=PINNED)
+    if x.sharding.memory_kind == PINNED:
+        return None
+    (dev,) = x.devices()
+    return device_pinned_sharding(dev, pinned)
+
+
+def to_pinned(tree, dev, pinned: bool | None = None):
+    """Every numpy leaf of ``tree`` copied into ``dev``'s pinned host memory
+    (jax Arrays of memory kind ``pinned_host``), once, for repeated puts;
+    the tree as it is where ``device_pinned_sharding`` is None."""
+    s = device_pinned_sharding(dev, pinned)
+    return tree if s is None else jax.device_put(tree, s)
+
+
+def put(tree, dev):
+    """Every leaf of ``tree`` (numpy, or jax Arrays in host memory) on
+    ``dev``'s default memory: ``jax.device_put``, from pinned memory at the
+    link's rate."""
+    return jax.device_put(tree, jax.sharding.SingleDeviceSharding(dev))
+
+
+@jax.jit
+def _stack(planes):
+    return jnp.stack(planes)
+
+
+def put_planes(x: np.ndarray, pool: Executor, plane_ndim: int = 1,
+               dev=None) -> jax.Array:
+    """Host x on the device (``dev``, default the default device), one
+    ``jax.device_put`` per plane (x's last ``plane_ndim`` axes; the leading
+    axes are merged, a view where x's strides allow) on ``pool``'s threads,
+    each plane made contiguous on its own thread, stacked on the device:
+    a strided slice is never gathered by one thread (hypothesis 25 in
+    bench/NOTES.md: per-row puts 5.4× one ``jnp.asarray`` of a strided
+    slice on the H200 host)."""
+    planes = x.reshape((-1,) + x.shape[x.ndim - plane_ndim:])
+    s = None if dev is None else jax.sharding.SingleDeviceSharding(dev)
+    out = list(pool.map(lambda p: jax.device_put(np.ascontiguousarray(p), s), planes))
+    return _stack(out).reshape(x.shape)
 
 
 def start_fetch(x: jax.Array, pinned: bool | None = None) -> jax.Array:

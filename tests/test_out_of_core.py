@@ -115,6 +115,30 @@ def test_row_blocks_any_cut_and_padding(random_circuit, layout):
         spmv.row_block(rb, 0, x.rows, rb.counts(1, x.rows - 2))
 
 
+@pytest.mark.parametrize("pinned", [False, True])
+def test_prepared_plan_equals_blocks_cut_per_call(random_circuit, pinned):
+    """``pce.host_plan`` (the blocks cut once and, forced here, placed in
+    pinned host memory as on a GPU) gives the same a, b, c and check as the
+    blocks cut per call; a plan for another batch or budget is refused."""
+    r1cs, w = random_circuit
+    host = pce.to_host(pce.extract(r1cs, **LAYOUTS["chunks"]))
+    if pinned and transfer.device_pinned_sharding(jax.devices()[0], pinned=True) is None:
+        pytest.skip("no pinned_host memory kind on this device")
+    plan = pce.host_plan(host, 2, 16000, pinned=pinned)
+    leaves = jax.tree.leaves(plan.blocks)
+    assert sum(map(len, plan.blocks)) >= 6 and leaves
+    kinds = {x.sharding.memory_kind if isinstance(x, jax.Array) else "numpy" for x in leaves}
+    assert kinds == ({transfer.PINNED} if pinned else {"numpy"})
+    want = pce.evaluate_host(host, w, 16000, length=64, check=True)
+    got = pce.evaluate_host(host, w, 16000, length=64, check=True, plan=plan)
+    for x, y in zip(got, want):
+        assert np.array_equal(x, y)
+    for bad in (pce.host_plan(host, 1, 16000, prepared=False),
+                pce.host_plan(host, 2, 40000, prepared=False)):
+        with pytest.raises(ValueError, match="a plan for"):
+            pce.evaluate_host(host, w, 16000, plan=bad)
+
+
 def test_evaluate_host_budget_too_small(random_circuit):
     r1cs, w = random_circuit
     host = pce.to_host(pce.extract(r1cs, **LAYOUTS["ell"]))
@@ -151,8 +175,12 @@ def test_prove_out_of_core_equals_in_core(cubic_circuit, monkeypatch):
             lambda real, name, *a, **k: forms.append(name) or real(*a, **k),
             getattr(G, name), name))
     # SpMV and NTT in small blocks (h over host vectors: 8000 bytes cannot hold two vectors
-    # and a line), the MSMs within the configured budget
-    got, times = G.prove(host_pk, host, w, seed=5, msm_config=cfg, out_of_core_budget=8000)
+    # and a line), the MSMs within the configured budget; the SpMV's blocks prepared once
+    # (pinned, as on a GPU, where the CPU has that memory kind)
+    pinned = transfer.device_pinned_sharding(jax.devices()[0], pinned=True) is not None
+    plan = pce.host_plan(host, BATCH, 8000, pinned=pinned)
+    got, times = G.prove(host_pk, host, w, seed=5, msm_config=cfg, out_of_core_budget=8000,
+                         host_plan=plan)
     assert forms == ["h_coefficients_host"]
     # one SpMV program per block signature (A's ELL width is not B's and C's)
     assert len(programs) == len({spmv.block_signature(x) for x in (m.a, m.b, m.c)}) == 2
@@ -177,3 +205,5 @@ def test_prove_out_of_core_refuses_unsatisfied(cubic_circuit):
         G.prove(host_pk, pce.to_host(m), bad, seed=5, out_of_core_budget=8000)
     assert str(out.value) == str(in_core.value)
     assert "[(1, " in str(out.value)
+    with pytest.raises(ValueError, match="needs out_of_core_budget"):
+        G.prove(host_pk, m, w, host_plan=pce.host_plan(pce.to_host(m), BATCH, 8000))

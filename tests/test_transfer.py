@@ -58,3 +58,29 @@ def test_host_ntt_through_pinned_fetches(monkeypatch):
     assert np.array_equal(got, np.asarray(N.coset_ntt(jnp.asarray(x), N.domain(4))))
     assert np.array_equal(x, keep)
     assert len(fetched) >= 4 and set(fetched) == {T.PINNED}
+
+
+def test_put_planes_of_a_strided_slice():
+    """``put_planes``: a strided host slice put one plane per thread equals
+    ``jnp.asarray`` of it, planes of 1 or 2 axes."""
+    from concurrent.futures import ThreadPoolExecutor
+    x = np.random.default_rng(1).integers(0, 2**32, (8, 3, 40), dtype=np.uint32)
+    with ThreadPoolExecutor(4) as pool:
+        for view, nd in ((x[:, :, 5:29], 1), (x[:, 1:, ::3], 1), (x.reshape(8, 3, 5, 8)[..., 2:6], 2)):
+            got = T.put_planes(view, pool, plane_ndim=nd)
+            assert isinstance(got, jax.Array) and np.array_equal(np.asarray(got), view)
+
+
+@pytest.mark.skipif(not HAS_PINNED, reason="no pinned_host memory kind on this device")
+def test_to_pinned_then_put():
+    """``to_pinned`` places a tree's numpy leaves in pinned host memory (on a
+    GPU by default, forced here); ``put`` brings them to the device."""
+    dev = jax.devices()[0]
+    tree = {"a": np.arange(10, dtype=np.uint32), "b": np.ones((2, 3), np.int32)}
+    assert T.to_pinned(tree, dev, pinned=False) is tree
+    held = T.to_pinned(tree, dev, pinned=True)
+    assert {x.sharding.memory_kind for x in jax.tree.leaves(held)} == {T.PINNED}
+    back = T.put(held, dev)
+    for k in tree:
+        assert back[k].sharding.memory_kind != T.PINNED
+        assert np.array_equal(np.asarray(back[k]), tree[k])

@@ -631,17 +631,17 @@ def run_case(kind: str, size: str, reps: int = 5, env: dict | None = None,
     rec["setup_stages_cumulative_s"] = stages
     rec["peak_bytes_after_setup"] = peak_memory_bytes()
     del r1cs
-    plan = None
+    host_plan = None
     if out_of_core is None:
         dom = jax.block_until_ready(N.domain(rec["domain_log"]))  # resident with the keys
     else:                      # the 16 GB mode: matrices in host memory, no resident domain;
         m, dom = pce.to_host(m), None          # the SpMV's row blocks cut once, pinned
         t = time.perf_counter()
-        plan = pce.host_plan(m, 1, out_of_core)
+        host_plan = pce.host_plan(m, 1, out_of_core)
         rec["host_plan_s"] = time.perf_counter() - t
-        rec["host_plan_blocks"] = [len(p.blocks) for p in plan.plans]
+        rec["host_plan_blocks"] = [len(p.blocks) for p in host_plan.plans]
     res = E.Resident(pk, vk, m, _nbytes((pk, vk, m, dom, pos), device_only=True), dom, pos,
-                     plan)
+                     host_plan)
     rec["key_bytes"], rec["resident_bytes"] = _nbytes((pk, vk)), res.nbytes
 
     t = time.perf_counter()
@@ -668,7 +668,7 @@ def run_case(kind: str, size: str, reps: int = 5, env: dict | None = None,
     if out_of_core is None:
         bad = prover.check(res, w)[0]
     else:                      # the prover leaves a lone instance to its proof: check it here
-        first = int(pce.evaluate_host(m, w, out_of_core, check=True, plan=plan)[3]
+        first = int(pce.evaluate_host(m, w, out_of_core, check=True, plan=host_plan)[3]
                     .reshape(-1)[0])
         bad = None if first < 0 else f"first failing row {first}"
     rec["check_first_s"] = time.perf_counter() - t

@@ -160,40 +160,63 @@ def cubic_circuit():
     return pce.extract(r1cs), w, G.ProvingKey(*(np.asarray(x) for x in pk)), vk, ys
 
 
-def test_prove_out_of_core_equals_in_core(cubic_circuit, monkeypatch):
-    m, w, host_pk, *_ = cubic_circuit
-    small = dict(window=4, lanes=8, small_lanes=4, min_steps=4)
-    budget = M.working_set_bytes(G2, 8, 2, 4, M.MSMConfig(**small))
-    cfg = M.MSMConfig(**small, budget_bytes=budget)
-    want, _ = G.prove(host_pk, m, w, seed=5, msm_config=cfg)
-    host = pce.to_host(m)
-    assert all(len(p.blocks) > 1 for p in pce.plan_blocks(host, BATCH, 8000))
-    programs = spy_programs(monkeypatch)
-    forms = []                                  # which form of the out-of-core h ran
+def _spy_forms(monkeypatch) -> list:
+    """The forms of the out-of-core h that run, in order."""
+    forms = []
     for name in ("h_coefficients_resident", "h_coefficients_host"):
         monkeypatch.setattr(G, name, functools.partial(
             lambda real, name, *a, **k: forms.append(name) or real(*a, **k),
             getattr(G, name), name))
-    # SpMV and NTT in small blocks (h over host vectors: 8000 bytes cannot hold two vectors
-    # and a line), the MSMs within the configured budget; the SpMV's blocks prepared once
-    # (pinned, as on a GPU, where the CPU has that memory kind)
+    return forms
+
+
+def _same_proof(got, want):
+    for x, y in zip(jax.tree.leaves(got), jax.tree.leaves(want)):
+        assert np.array_equal(np.asarray(x), np.asarray(y))
+
+
+STAGES = {"spmv", "ntt", "msm_a", "msm_b_g1", "msm_b_g2", "msm_l", "msm_h", "combine", "total"}
+SMALL_MSM = dict(window=4, lanes=8, small_lanes=4, min_steps=4)
+
+
+def test_prove_out_of_core_equals_in_core(cubic_circuit, monkeypatch):
+    """One budget for everything (the MSMs take it, and it holds h's device
+    form), the SpMV's blocks prepared once (pinned, as on a GPU, where the
+    CPU has that memory kind): the proof equals the in-core one."""
+    m, w, host_pk, *_ = cubic_circuit
+    budget = M.working_set_bytes(G2, 8, 2, 4, M.MSMConfig(**SMALL_MSM))
+    want, _ = G.prove(host_pk, m, w, seed=5, msm_config=M.MSMConfig(**SMALL_MSM, budget_bytes=budget))
+    host = pce.to_host(m)
+    forms = _spy_forms(monkeypatch)
     pinned = transfer.device_pinned_sharding(jax.devices()[0], pinned=True) is not None
-    plan = pce.host_plan(host, BATCH, 8000, pinned=pinned)
-    got, times = G.prove(host_pk, host, w, seed=5, msm_config=cfg, out_of_core_budget=8000,
-                         host_plan=plan)
+    plan = pce.host_plan(host, BATCH, budget, pinned=pinned)
+    got, times = G.prove(host_pk, host, w, seed=5, msm_config=M.MSMConfig(**SMALL_MSM),
+                         out_of_core_budget=budget, host_plan=plan)
+    assert forms == ["h_coefficients_resident"]
+    _same_proof(got, want)
+    assert set(times) == STAGES
+
+
+@pytest.mark.slow
+def test_prove_out_of_core_over_host_vectors(cubic_circuit, monkeypatch):
+    """SpMV and NTT in small blocks (h over host vectors: 8000 bytes cannot
+    hold two vectors and a line), the MSMs within the configured budget: the
+    proof equals the in-core one (slow, ~4 CPU-min: the host form's h is
+    checked against the device's in ``test_four_step.py``)."""
+    m, w, host_pk, *_ = cubic_circuit
+    cfg = M.MSMConfig(**SMALL_MSM, budget_bytes=M.working_set_bytes(
+        G2, 8, 2, 4, M.MSMConfig(**SMALL_MSM)))
+    want, _ = G.prove(host_pk, m, w, seed=5, msm_config=cfg)
+    host = pce.to_host(m)
+    assert all(len(p.blocks) > 1 for p in pce.plan_blocks(host, BATCH, 8000))
+    programs = spy_programs(monkeypatch)
+    forms = _spy_forms(monkeypatch)
+    got, times = G.prove(host_pk, host, w, seed=5, msm_config=cfg, out_of_core_budget=8000)
     assert forms == ["h_coefficients_host"]
     # one SpMV program per block signature (A's ELL width is not B's and C's)
     assert len(programs) == len({spmv.block_signature(x) for x in (m.a, m.b, m.c)}) == 2
-    # one budget for everything: the MSMs take it, and it holds h's device form
-    got2, times2 = G.prove(host_pk, host, w, seed=5, msm_config=M.MSMConfig(**small),
-                           out_of_core_budget=budget)
-    assert forms == ["h_coefficients_host", "h_coefficients_resident"]
-    for proof in (got, got2):
-        for x, y in zip(jax.tree.leaves(proof), jax.tree.leaves(want)):
-            assert np.array_equal(np.asarray(x), np.asarray(y))
-    stages = {"spmv", "ntt", "msm_a", "msm_b_g1", "msm_b_g2", "msm_l", "msm_h", "combine",
-              "total"}
-    assert set(times) == set(times2) == stages
+    _same_proof(got, want)
+    assert set(times) == STAGES
 
 
 def test_prove_out_of_core_refuses_unsatisfied(cubic_circuit):

@@ -438,6 +438,9 @@ def test_groth16_prover_out_of_core_wiring(monkeypatch):
         prover.prove(res, w, [True], 1 << 20)
     assert seen["out_of_core_budget"] == 8000 and seen["msm_config"].budget_bytes == 1 << 20
     assert seen["domain"] is None
+    # the SpMV's row blocks cut once at load for one instance, handed to every proof of one
+    assert res.host_plan.batch == 1 and res.host_plan.budget == 8000
+    assert res.host_plan.blocks is not None and seen["host_plan"] is res.host_plan
 
 
 @pytest.mark.slow

@@ -30,7 +30,6 @@ Each: one warm-up, then ``--reps`` timed calls; GB/s = bytes moved / median.
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -86,7 +85,7 @@ def main(argv=None):
     cols = args.cols or max(1, n2 // 2)
     if not 0 < cols <= n2:
         raise SystemExit(f"--cols {cols} outside 1..{n2}")
-    workers = args.workers or min(16, os.cpu_count() or 1)
+    workers = args.workers or transfer.WORKERS
     rng = np.random.default_rng(1)
     x = rng.integers(0, 2**32, (Fr.L, 1 << args.log_m), dtype=np.uint32)
     dst = np.empty_like(x)

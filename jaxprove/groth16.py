@@ -36,11 +36,9 @@ import dataclasses
 import functools
 import logging
 import math
-import os
 import random
 import secrets
 import time
-from concurrent.futures import ThreadPoolExecutor
 from typing import Callable, NamedTuple
 
 import jax
@@ -408,7 +406,7 @@ def h_coefficients_resident(a: np.ndarray, b: np.ndarray, c: np.ndarray, log_m: 
                                      axis=axis, log_n=log_m, chunk=k)
         return v
 
-    with ThreadPoolExecutor(min(16, os.cpu_count() or 1)) as pool:
+    with transfer.copy_pool() as pool:
         ea, eb = (transfer.fetch(sweeps_a_b(x, pool)) for x in (a, b))   # host (8, *b, n1, n2)
         t = sweeps_a_b(c, pool)
         k = chunks["quotient"]

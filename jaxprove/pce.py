@@ -46,7 +46,6 @@ partition: 155 s of recording, 11.8 GB of CSR) is recorded once.
 """
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import functools
 import hashlib
@@ -54,7 +53,6 @@ import logging
 import math
 import os
 import re
-from concurrent.futures import ThreadPoolExecutor
 from typing import NamedTuple
 
 import jax
@@ -404,7 +402,7 @@ def plan_blocks(m: Matrices, batch: int, budget: int) -> list[Plan]:
     rows, pieces and chunks (or its largest one-row block's, if more), t
     as large as the budget allows (``_plan``).  ValueError when a matrix's
     largest one-row block does not fit."""
-    return _plans(m, [spmv.RowBlocks(x) for x in (m.a, m.b, m.c)], batch, budget)
+    return list(host_plan(m, batch, budget, prepared=False).plans)
 
 
 class HostPlan(NamedTuple):
@@ -477,7 +475,7 @@ def first_bad_host(a: np.ndarray, b: np.ndarray, c: np.ndarray, rows: int,
         raise ValueError(f"evaluate_host: the satisfaction check needs {5 * 32 * B} device "
                          f"bytes per row, over the budget of {budget}")
     first = np.full(B, -1, np.int64)
-    with _pool(pool) as pool:
+    with transfer.copy_pool(pool) as pool:
         for r0 in range(0, rows, max(C, 1)):
             s = min(r0, rows - C)
             blocks = (transfer.put_planes(x[:, :, s:s + C], pool) for x in (a, b, c))
@@ -485,16 +483,6 @@ def first_bad_host(a: np.ndarray, b: np.ndarray, c: np.ndarray, rows: int,
             new = (first < 0) & (bad >= 0)
             first[new] = s + bad[new]
     return first
-
-
-@contextlib.contextmanager
-def _pool(pool=None):
-    """``pool``, or a thread pool of the CPUs (at most 16) for the block."""
-    if pool is not None:
-        yield pool
-        return
-    with ThreadPoolExecutor(min(16, os.cpu_count() or 1)) as own:
-        yield own
 
 
 def evaluate_host(m: Matrices, w, budget: int, *, length: int | None = None,
@@ -532,7 +520,7 @@ def evaluate_host(m: Matrices, w, budget: int, *, length: int | None = None,
     wt = spmv.element_major(w.reshape(Fr.L, B, m.num_vars))
     coeffs = jnp.asarray(m.coeffs)
     outs = [np.empty((Fr.L, B, length), np.uint32) for _ in range(3)]
-    with _pool() as pool:
+    with transfer.copy_pool() as pool:
         for k, out in enumerate(outs):
             out[:, :, m.rows:] = 0
             pending = None                 # pipelined: block j + 1 runs while j comes back

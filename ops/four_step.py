@@ -53,7 +53,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import os
 from concurrent.futures import ThreadPoolExecutor
 from typing import NamedTuple
 
@@ -219,8 +218,7 @@ def sweep(program, ins, outs, count: int, chunk: int, workers: int | None = None
     the device at once, and the next block's inputs beside a running one
     (``step_bytes`` counts both).  Host copies run on
     ``workers`` threads (default: the CPUs, at most 16)."""
-    workers = workers or min(16, os.cpu_count() or 1)
-    with ThreadPoolExecutor(workers) as pool:
+    with transfer.copy_pool(workers=workers) as pool:
         pending = None
         for q0 in range(0, count, chunk):
             blocks = [put_block(_block(v, ax, q0, chunk), pool) for v, ax in ins]

@@ -65,7 +65,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from ops import aot, segsum
+from ops import aot, segsum, transfer
 from ops.curve import Curve
 from ops.platform import by_platform, platform
 from ops.field import Fr
@@ -595,8 +595,7 @@ def _to_device(x):
     ``jnp.asarray`` of the slice and 0.25 s for one put of a contiguous copy."""
     if not isinstance(x, np.ndarray):
         return jnp.asarray(x)
-    rows = x.reshape(-1, x.shape[-1])          # a view for such slices (the axes merge)
-    return jnp.stack([jax.device_put(r) for r in rows]).reshape(x.shape)
+    return transfer.put_planes(x, None)        # rows: a view for such slices (the axes merge)
 
 
 def _in_chunks(n: int, chunk: int, step, acc, on_chunk=None):

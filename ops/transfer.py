@@ -26,13 +26,27 @@ one plane per thread (17 / 28 GB/s).
 """
 from __future__ import annotations
 
-from concurrent.futures import Executor
+import contextlib
+import os
+from concurrent.futures import Executor, ThreadPoolExecutor
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 PINNED = "pinned_host"
+WORKERS = min(16, os.cpu_count() or 1)    # threads for host copies: the CPUs, at most 16
+
+
+@contextlib.contextmanager
+def copy_pool(pool: Executor | None = None, workers: int | None = None):
+    """``pool``, or for the block a thread pool of ``workers`` (default
+    ``WORKERS``) threads for host copies."""
+    if pool is not None:
+        yield pool
+        return
+    with ThreadPoolExecutor(workers or WORKERS) as own:
+        yield own
 
 
 def device_pinned_sharding(dev, pinned: bool | None = None):
@@ -79,18 +93,20 @@ def _stack(planes):
     return jnp.stack(planes)
 
 
-def put_planes(x: np.ndarray, pool: Executor, plane_ndim: int = 1,
+def put_planes(x: np.ndarray, pool: Executor | None, plane_ndim: int = 1,
                dev=None) -> jax.Array:
     """Host x on the device (``dev``, default the default device), one
     ``jax.device_put`` per plane (x's last ``plane_ndim`` axes; the leading
-    axes are merged, a view where x's strides allow) on ``pool``'s threads,
-    each plane made contiguous on its own thread, stacked on the device:
+    axes are merged, a view where x's strides allow) on ``pool``'s threads
+    (None: in turn on this one), each plane made contiguous on its own thread,
+    stacked on the device:
     a strided slice is never gathered by one thread (hypothesis 25 in
     bench/NOTES.md: per-row puts 5.4× one ``jnp.asarray`` of a strided
     slice on the H200 host)."""
     planes = x.reshape((-1,) + x.shape[x.ndim - plane_ndim:])
     s = None if dev is None else jax.sharding.SingleDeviceSharding(dev)
-    out = list(pool.map(lambda p: jax.device_put(np.ascontiguousarray(p), s), planes))
+    out = list((pool.map if pool is not None else map)(
+        lambda p: jax.device_put(np.ascontiguousarray(p), s), planes))
     return _stack(out).reshape(x.shape)
 
 

@@ -85,7 +85,7 @@ def test_circuit_dir_stores_the_circuit_once(tmp_path):
     assert sorted(os.listdir(d)) == sorted([key, key + ".r1cs"])
 
 
-@pytest.mark.parametrize("kind", ["window-post", "porep", "snap"])
+@pytest.mark.parametrize("kind", ["window-post", pytest.param("porep", marks=pytest.mark.slow), "snap"])
 def test_challenges_scale_the_circuit(kind):
     rec = F.run_case(kind, "2KiB", record_only=True, challenges=1).record
     assert rec["topology"].endswith("-c1") or "-c1-" in rec["topology"]

@@ -19,6 +19,7 @@ ARGS = ["--log-m", "8", "--budget-gib", str(FS.step_bytes(4, 4, 3, 1, 8, 4) / 2*
         "--reps", "1"]
 
 
+@pytest.mark.slow   # CI time (session 21: see bench/NOTES.md)
 def test_every_case_is_checked_and_recorded(tmp_path):
     out = tmp_path / "o.jsonl"
     B.main(ARGS + ["--out", str(out)])

@@ -204,6 +204,7 @@ def test_json_readers_take_gzipped_files(tmp_path):
         F.read_public_json(tmp_path / "bad.json.gz")
 
 
+@pytest.mark.slow   # CI time (session 21: see bench/NOTES.md)
 def test_verify_script_checks_snarkjs_files_plain_or_gzipped(built, tmp_path):
     """``scripts/verify.py`` on snarkjs's own proof: verified (exit 0) from the
     key and inputs gzipped; a changed public signal fails (exit 1, prints

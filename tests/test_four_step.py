@@ -109,7 +109,7 @@ def test_sixteen_gib_at_2_27_fits_the_documented_chunks():
     assert FS.step_bytes(2048, 13, 3, 1, 27, 13) <= g < FS.step_bytes(4096, 13, 3, 1, 27, 13)
 
 
-@pytest.mark.parametrize("k,batch,log_n1,small_budget", [(4, (1,), 2, False), (6, (), 3, True)])
+@pytest.mark.parametrize("k,batch,log_n1,small_budget", [(4, (1,), 2, False), pytest.param(6, (), 3, True, marks=pytest.mark.slow)])
 def test_h_coefficients_host_equals_device(k, batch, log_n1, small_budget):
     vs, _ = host_vectors(k, batch, 3, 100 + k)
     copies = [v.copy() for v in vs]

@@ -130,6 +130,7 @@ def test_bad_input(circuit):
         G.prove(pk, pce.extract(r1cs), bad)
 
 
+@pytest.mark.slow   # CI time (session 21: see bench/NOTES.md)
 def test_proof_bytes_round_trip(circuit):
     *_, vk, proof, _, ys = circuit
     enc = G.proof_to_bytes(proof)
@@ -240,6 +241,7 @@ def test_qap_at_equals_lagrange_interpolation(circuit):
         assert [int(x) for x in Fr.to_int(np.asarray(dev))] == want
 
 
+@pytest.mark.slow   # CI time (session 21: see bench/NOTES.md)
 def test_streaming_prove_from_host_memory(circuit, monkeypatch):
     """Bases in host memory (numpy), split once by the MSM positions (the
     engine's streaming key: no host gathers per proof), with a device budget:
@@ -275,6 +277,7 @@ def test_streaming_prove_from_host_memory(circuit, monkeypatch):
     assert np.all(np.asarray(G.verify(vk, ys, again)))
 
 
+@pytest.mark.slow   # CI time (session 21: see bench/NOTES.md)
 def test_setup_into_host_memory_gives_the_same_keys(circuit):
     """setup(host=True) (the streaming key: queries written chunk by chunk into
     numpy arrays) equals the device setup with the same toxic waste."""
@@ -306,6 +309,7 @@ def test_setup_builds_the_streaming_key_split(circuit, host, bits):
         assert np.array_equal(np.asarray(x), np.asarray(y))
 
 
+@pytest.mark.slow   # CI time (session 21: see bench/NOTES.md)
 def test_merged_msms_fall_back_to_chunks_within_a_budget(circuit):
     """Device bases with a budget below the merged passes' working set: each
     MSM runs alone in chunks (stages msm_a ... msm_h) and the proof verifies."""
@@ -319,6 +323,7 @@ def test_merged_msms_fall_back_to_chunks_within_a_budget(circuit):
     assert np.all(np.asarray(G.verify(vk, ys, proof)))
 
 
+@pytest.mark.slow   # CI time (session 21: see bench/NOTES.md)
 def test_an_msm_out_of_device_memory_runs_again_within_half_the_budget(circuit, monkeypatch):
     """The per-MSM path: an MSM whose device runs out of memory (the
     runtime's RESOURCE_EXHAUSTED) runs again within half its budget, the

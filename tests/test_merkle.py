@@ -136,6 +136,7 @@ def por_inputs(leaves, index, sibs, root):
                                                 tuple(fr(s) for s in sibs)), fr(root))
 
 
+@pytest.mark.slow   # CI time (session 21: see bench/NOTES.md)
 def test_por_witness():
     """Real paths of a 4096-leaf 8-4-2 tree (two instances): every row holds and
     the public inputs are the packed index and the root; a wrong leaf or a

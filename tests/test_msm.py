@@ -173,6 +173,7 @@ def test_in_chunks_keeps_at_most_two_in_flight(monkeypatch):
                       ("run", 4)]
 
 
+@pytest.mark.slow   # CI time (session 21: see bench/NOTES.md)
 def test_msm_split_over_presplit_host_bases(g1_bases):
     """Host bases split once (``split_bases``, the streaming key's form) give
     the same sums as the unsplit vector, for a batch of two scalar vectors
@@ -311,6 +312,7 @@ def test_msm_g2():
     assert _run(bases, sc, G2, cfg) == _expected(ks, sc, _g2)
 
 
+@pytest.mark.slow   # CI time (session 21: see bench/NOTES.md)
 def test_msm_horner_g1_groups(g1_bases):
     """The CPU window combination (``horner``): group sums combined per
     window (lanes=256 gives ng = 2 groups of 4 buckets at c = 4), then
@@ -326,6 +328,7 @@ def test_msm_horner_g1_groups(g1_bases):
     assert G1.to_affine_ints(ref) == got[0]
 
 
+@pytest.mark.slow   # CI time (session 21: see bench/NOTES.md)
 def test_msm_horner_g2():
     """Horner's window combination on G2 (no groups: ng = 1), against py_ecc
     and msm_reference."""

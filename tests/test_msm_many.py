@@ -29,7 +29,7 @@ def _fr(sc):
     return jnp.asarray(Fr.from_int(np.array(sc, dtype=object)))      # (8, batch, n)
 
 
-@pytest.mark.parametrize("curve,point,sizes", [(G1, _g1, (13, 7, 1, 9)), (G2, _g2, (6, 1))])
+@pytest.mark.parametrize("curve,point,sizes", [(G1, _g1, (13, 7, 1, 9)), pytest.param(G2, _g2, (6, 1), marks=pytest.mark.slow)])
 def test_msm_many_equals_sum_of_msms(curve, point, sizes):
     rng = random.Random(11 + len(sizes))
     batch = 2

@@ -162,6 +162,7 @@ def test_bitrev_order_transforms_skip_the_gathers():
 
 
 @pytest.mark.parametrize("k,batch", [(7, 2)])     # groups of 3, 3, 1 stages, reversed
+@pytest.mark.slow   # CI time (session 21: see bench/NOTES.md)
 def test_inplace_dif_passes_are_the_transpose(k, batch):
     """``_inplace(dif=True)`` (the DIT passes transposed: groups reversed,
     Gentleman–Sande blocks; interpret mode, 16 lanes per program) maps

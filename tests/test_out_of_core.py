@@ -179,6 +179,7 @@ STAGES = {"spmv", "ntt", "msm_a", "msm_b_g1", "msm_b_g2", "msm_l", "msm_h", "com
 SMALL_MSM = dict(window=4, lanes=8, small_lanes=4, min_steps=4)
 
 
+@pytest.mark.slow   # CI time (session 21: see bench/NOTES.md)
 def test_prove_out_of_core_equals_in_core(cubic_circuit, monkeypatch):
     """One budget for everything (the MSMs take it, and it holds h's device
     form), the SpMV's blocks prepared once (pinned, as on a GPU, where the
@@ -219,6 +220,7 @@ def test_prove_out_of_core_over_host_vectors(cubic_circuit, monkeypatch):
     assert set(times) == STAGES
 
 
+@pytest.mark.slow   # CI time (session 21: see bench/NOTES.md)
 def test_prove_out_of_core_refuses_unsatisfied(cubic_circuit):
     m, w, host_pk, *_ = cubic_circuit
     bad = w.at[:, 1, -1].set(jnp.asarray(Fr.from_int([7]))[:, 0])   # instance 1, last aux

@@ -61,6 +61,7 @@ def test_rounds_reject_selects():
         f(jnp.asarray(Fq.from_int([1])))
 
 
+@pytest.mark.slow   # CI time (session 21: see bench/NOTES.md)
 def test_fq12_ops_as_rounds_match_py_ecc(vals):
     a, b = vals
     A, B = dev(Fq12, a), dev(Fq12, b)
@@ -89,6 +90,7 @@ def test_sparse_and_cyclotomic_as_rounds_match_py_ecc(vals):
     assert got == [from_pe(g * g) for g in cyc]
 
 
+@pytest.mark.slow   # CI time (session 21: see bench/NOTES.md)
 def test_miller_steps_as_rounds_match_kernels():
     """Doubling and addition steps with their lines, identity pairs included
     (keep = 0 must give the line 1), rounds path against the one-kernel path."""

@@ -700,6 +700,7 @@ def test_spmv_rejects_bad_shapes(ell_inputs):
         spmv.spmv(m, table.T, wt)
 
 
+@pytest.mark.slow   # CI time (session 21: see bench/NOTES.md)
 def test_evaluate_bytes_bounds_what_xla_allocates():
     """``evaluate_bytes`` (the SpMV stage of a proof's memory plan) is at
     least XLA's temporaries plus outputs for ``evaluate`` of a real circuit

@@ -83,6 +83,7 @@ def test_affine_level_equals_xla_loop(points, lanes, min_steps):
     assert any(x is not None for x in _aff(b0)) and valid.any()       # the case is not empty
 
 
+@pytest.mark.slow   # CI time (session 21: see bench/NOTES.md)
 def test_projective_reduction_equals_xla_loop(points):
     rng = np.random.default_rng(5)
     n, nb = 40, 6
@@ -101,7 +102,7 @@ def test_min_steps_below_three_is_refused():
 
 
 @pytest.mark.parametrize("kind", [pytest.param("same", marks=pytest.mark.slow),  # ~100 s
-                                  "bits"])
+                                  pytest.param("bits", marks=pytest.mark.slow)])  # ~140 s
 def test_msm_through_fused_kernels_matches_py_ecc(kind):
     rng = random.Random(11)
     ks = [rng.randrange(1, R) for _ in range(8)]

@@ -31,7 +31,8 @@ from ops.elementwise import KernelConfig
 from ops.limbs import Unroll
 
 VARIANTS = {
-    "default": None,
+    "default": None,            # shipped settings (PTX products and sums on CUDA: ops.ptx)
+    "portable": "portable",     # shipped settings without PTX (the limb code of ops.limbs)
     "rolled": Unroll(),
     "table": Unroll(table=True),
     "chains": Unroll(chains=True),
@@ -62,9 +63,14 @@ ANCHORS = {"Fq.mul": "goal >= 16e9/s; floor ~28e9/s (IMAD); prototype 13.4e9 rol
 
 def objects(unroll: Unroll | None):
     """The field and curve objects, all with kernel settings ``unroll``, or
-    (None, variant "default") each with its own shipped settings."""
+    (None, variant "default") each with its own shipped settings, or
+    ("portable") those without PTX."""
+    shipped = {"Fr": field.Fr, "Fq": field.Fq, "Fq2": tower.Fq2, "G1": curve.G1, "G2": curve.G2}
     if unroll is None:
-        return {"Fr": field.Fr, "Fq": field.Fq, "Fq2": tower.Fq2, "G1": curve.G1, "G2": curve.G2}
+        return shipped
+    if unroll == "portable":
+        return {k: dataclasses.replace(o, config=dataclasses.replace(o.config, ptx=False))
+                for k, o in shipped.items()}
     cfg = KernelConfig(unroll=unroll)
     return {"Fr": dataclasses.replace(field.Fr, config=cfg),
             "Fq": dataclasses.replace(field.Fq, config=cfg),

@@ -42,6 +42,7 @@ from jax import lax
 from ops.interpret import Recorder, compile_program, run
 from ops.platform import by_platform
 from ops.limbs import Unroll
+from ops.ptx import kernel_arith
 
 try:  # Pallas' Triton backend; absent on exotic jaxlib builds
     from jax.experimental import pallas as pl
@@ -66,7 +67,9 @@ class KernelConfig:
     bn: lanes (elements) per Pallas program; num_warps: Triton warps per
     program; unroll: how limb loops are emitted (``ops.limbs.Unroll``);
     interpret: run the Pallas kernel in interpret mode on any backend (tests:
-    checks the exact GPU kernel on the CPU); debug: let Pallas print the
+    checks the exact GPU kernel on the CPU); ptx: products and modular sums
+    as inline PTX carry chains in kernels compiled for CUDA (``ops.ptx``;
+    interpret mode and the CPU always run the portable limb code); debug: let Pallas print the
     kernel's Triton IR when it is lowered (``bench/kernel_size.py`` counts it).
     """
     bn: int = 128
@@ -74,6 +77,7 @@ class KernelConfig:
     unroll: Unroll = Unroll()
     interpret: bool = False
     debug: bool = False
+    ptx: bool = True
 
 
 DEFAULT = KernelConfig()
@@ -195,10 +199,12 @@ def elementwise(formula: Callable, in_prefixes: Sequence[tuple], out_types: Sequ
             nrows.append(r)
         out_rows = [math.prod(pre) for pre, _ in out_types]
 
+        ar = kernel_arith(base, config)
+
         def kernel(*refs):
             ins = [_nest([ref[j] for j in range(r)], pre)
                    for ref, r, pre in zip(refs, nrows, in_prefixes)]
-            outs = formula(base, *ins)
+            outs = formula(ar, *ins)
             outs = [outs] if len(out_types) == 1 else list(outs)
             for ref, o, (pre, _) in zip(refs[len(ins):], outs, out_types):
                 for j, row in enumerate(_flat(o, pre)):

@@ -48,6 +48,7 @@ from jax import lax
 
 from ops.elementwise import KernelConfig, elementwise, x64
 from ops.platform import by_platform
+from ops.ptx import kernel_arith
 from ops.field import Fr
 
 try:  # Pallas' Triton backend; absent on exotic jaxlib builds
@@ -267,7 +268,7 @@ def _radix_pass(x4, w, r: int, inverse: bool, config: KernelConfig, dif: bool = 
     _, m, g, h = x4.shape
     bm, bh = _pass_blocks(m, h, config.bn)
     formula = _radix_formula(r, inverse, dif)
-    arith = Fr.arith
+    arith = kernel_arith(Fr.arith, config)
 
     def kernel(x_ref, w_ref, o_ref):
         wl = [jnp.broadcast_to(w_ref[limb, :][None, :], (bm, bh)) for limb in range(Fr.L)]

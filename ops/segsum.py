@@ -43,6 +43,7 @@ from jax import lax
 
 from ops.curve import Curve
 from ops.elementwise import _flat, _nest, x64
+from ops.ptx import kernel_arith
 
 try:
     from jax.experimental import pallas as pl
@@ -78,7 +79,7 @@ class _Walk:
         self.src_pre = _point_rows(curve, affine)
         self.acc_pre = curve.proj
         self.n_src, self.n_acc = math.prod(self.src_pre), math.prod(self.acc_pre)
-        self.base = curve._field.base_arith
+        self.base = kernel_arith(curve._field.base_arith, curve.config)
 
     def setup(self, prm_ref, keys_ref, pay_ref, src_ref):
         self.K, self.n, self.nb, self.trash = prm_ref[0], prm_ref[1], prm_ref[2], prm_ref[3]

@@ -1,0 +1,190 @@
+"""Prime-field arithmetic as inline PTX carry chains, for CUDA kernels only.
+
+Triton has no add-with-carry: the portable limb code (``ops.limbs``) forms
+every limb product-accumulate in 64 bits and splits it, about 2000 thread
+instructions per 12-limb Montgomery product (research/arith-prototype).  PTX
+has the carry flag (``add.cc``/``addc``, ``mad.lo.cc``/``madc.hi``), with which
+a product is ~4L² + 4L instructions.  This module writes those programs as
+text and binds them inside Pallas (Triton) kernels as one
+``tt.elementwise_inline_asm`` each.
+
+* ``montgomery_mul_asm(p, n0)``: a·b·R⁻¹ mod p, operand-scanning CIOS on
+  L + 1 words (no-carry variant: the top limb of p is below 2^31 − 1, so
+  every partial sum t + a·b_i + m·p < 2^33·p < 2^(32(L+1)) and the result of
+  each row is < 2p), then one conditional subtraction.  Row i:
+  t += a·b_i (low halves in one carry chain, high halves in a second),
+  m = t_0·n0 mod 2^32, t += m·p (t_0 becomes 0), t >>= 32 (a renaming of
+  registers: the zeroed word becomes the new top).
+* ``add_mod_asm(p)`` / ``sub_mod_asm(p)``: canonical (a ± b) mod p.
+
+Operands: ``$0 .. $(L-1)`` are the result limbs, then the limbs of a, then
+of b (least significant first), all ``.u32``; the constants of p are
+immediates.  Inputs and outputs are canonical, as in ``ops.limbs``.
+
+``call(asm, n_out, rows)`` binds ``ptx_asm_p``, our own primitive (jax's
+``plgpu.elementwise_inline_asm`` drops all but one result when there are
+several, jax 0.10.2), with a Triton lowering only: it is traced only inside
+Pallas kernels compiled for CUDA (``kernel_arith`` decides).  Interpret mode
+and the CPU keep the portable code.  The programs' logic is checked on the
+CPU by a small PTX interpreter against Python integers (tests/test_ptx.py);
+that ptxas accepts them and the GPU agrees is checked on the device
+(tests/test_gpu.py, bench/arith.py).
+"""
+from __future__ import annotations
+
+import dataclasses
+import functools
+from typing import Sequence
+
+import jax
+import jax.numpy as jnp
+
+try:  # jax's private Triton lowering: present in the jaxlibs we support
+    from jax._src import core as _core
+    from jax._src.interpreters import mlir as _mlir
+    from jax._src.lib.triton import dialect as _tt
+    from jax._src.pallas.triton import lowering as _triton_lowering
+except ImportError:  # pragma: no cover - exotic jaxlib builds: portable code only
+    _triton_lowering = None
+
+AVAILABLE = _triton_lowering is not None
+
+
+# ---------------------------------------------------------------- programs
+def _imm(v: int) -> str:
+    return f"0x{v:08x}"
+
+
+def montgomery_mul_asm(p: Sequence[int], n0: int) -> str:
+    """PTX of the CIOS Montgomery product for the L-limb modulus p."""
+    L = len(p)
+    out = [f"${j}" for j in range(L)]
+    a = [f"${L + j}" for j in range(L)]
+    b = [f"${2 * L + j}" for j in range(L)]
+    t = [f"%t{j}" for j in range(L + 1)]          # t[L] is the extra word
+    s = [f"{{ .reg .u32 %t<{L + 1}>, %m, %top; .reg .pred %c;"]
+    # row 0: t = a·b_0
+    s += [f"mul.lo.u32 {t[j]}, {a[j]}, {b[0]};" for j in range(L)]
+    s.append(f"mul.hi.u32 {t[L]}, {a[L - 1]}, {b[0]};")
+    s.append(f"mad.hi.cc.u32 {t[1]}, {a[0]}, {b[0]}, {t[1]};")
+    s += [f"madc.hi.cc.u32 {t[j + 1]}, {a[j]}, {b[0]}, {t[j + 1]};" for j in range(1, L - 1)]
+    s.append(f"addc.u32 {t[L]}, {t[L]}, 0;")
+    for i in range(L):
+        if i:                                      # t += a·b_i
+            s.append(f"mad.lo.cc.u32 {t[0]}, {a[0]}, {b[i]}, {t[0]};")
+            s += [f"madc.lo.cc.u32 {t[j]}, {a[j]}, {b[i]}, {t[j]};" for j in range(1, L)]
+            s.append(f"addc.u32 {t[L]}, {t[L]}, 0;")
+            s.append(f"mad.hi.cc.u32 {t[1]}, {a[0]}, {b[i]}, {t[1]};")
+            s += [f"madc.hi.cc.u32 {t[j + 1]}, {a[j]}, {b[i]}, {t[j + 1]};" for j in range(1, L - 1)]
+            s.append(f"madc.hi.u32 {t[L]}, {a[L - 1]}, {b[i]}, {t[L]};")
+        # t += m·p with m = t_0·n0: the low word becomes 0
+        s.append(f"mul.lo.u32 %m, {t[0]}, {_imm(n0)};")
+        s.append(f"mad.lo.cc.u32 {t[0]}, %m, {_imm(p[0])}, {t[0]};")
+        s += [f"madc.lo.cc.u32 {t[j]}, %m, {_imm(p[j])}, {t[j]};" for j in range(1, L)]
+        s.append(f"addc.u32 {t[L]}, {t[L]}, 0;")
+        s.append(f"mad.hi.cc.u32 {t[1]}, %m, {_imm(p[0])}, {t[1]};")
+        s += [f"madc.hi.cc.u32 {t[j + 1]}, %m, {_imm(p[j])}, {t[j + 1]};" for j in range(1, L - 1)]
+        s.append(f"madc.hi.u32 {t[L]}, %m, {_imm(p[L - 1])}, {t[L]};")
+        t = t[1:] + t[:1]                          # t >>= 32; the zero word is the new top
+    # t < 2p: subtract p, keep t where that borrowed
+    s.append(f"sub.cc.u32 {out[0]}, {t[0]}, {_imm(p[0])};")
+    s += [f"subc.cc.u32 {out[j]}, {t[j]}, {_imm(p[j])};" for j in range(1, L)]
+    s.append(f"subc.u32 %top, {t[L]}, 0;")
+    s.append("setp.ne.u32 %c, %top, 0;")
+    s += [f"selp.b32 {out[j]}, {t[j]}, {out[j]}, %c;" for j in range(L)]
+    s.append("}")
+    return "\n".join(s)
+
+
+def add_mod_asm(p: Sequence[int]) -> str:
+    """PTX of (a + b) mod p for canonical a, b (2p < 2^(32L))."""
+    L = len(p)
+    out = [f"${j}" for j in range(L)]
+    a = [f"${L + j}" for j in range(L)]
+    b = [f"${2 * L + j}" for j in range(L)]
+    u = [f"%u{j}" for j in range(L)]
+    s = [f"{{ .reg .u32 %u<{L}>, %top; .reg .pred %c;"]
+    s.append(f"add.cc.u32 {u[0]}, {a[0]}, {b[0]};")
+    s += [f"addc.cc.u32 {u[j]}, {a[j]}, {b[j]};" for j in range(1, L - 1)]
+    s.append(f"addc.u32 {u[L - 1]}, {a[L - 1]}, {b[L - 1]};")
+    s.append(f"sub.cc.u32 {out[0]}, {u[0]}, {_imm(p[0])};")
+    s += [f"subc.cc.u32 {out[j]}, {u[j]}, {_imm(p[j])};" for j in range(1, L)]
+    s.append("subc.u32 %top, 0, 0;")
+    s.append("setp.ne.u32 %c, %top, 0;")
+    s += [f"selp.b32 {out[j]}, {u[j]}, {out[j]}, %c;" for j in range(L)]
+    s.append("}")
+    return "\n".join(s)
+
+
+def sub_mod_asm(p: Sequence[int]) -> str:
+    """PTX of (a − b) mod p for canonical a, b: subtract, add p where it borrowed."""
+    L = len(p)
+    out = [f"${j}" for j in range(L)]
+    a = [f"${L + j}" for j in range(L)]
+    b = [f"${2 * L + j}" for j in range(L)]
+    d = [f"%d{j}" for j in range(L)]
+    q = [f"%q{j}" for j in range(L)]
+    s = [f"{{ .reg .u32 %d<{L}>, %q<{L}>, %mask;"]
+    s.append(f"sub.cc.u32 {d[0]}, {a[0]}, {b[0]};")
+    s += [f"subc.cc.u32 {d[j]}, {a[j]}, {b[j]};" for j in range(1, L)]
+    s.append("subc.u32 %mask, 0, 0;")
+    s += [f"and.b32 {q[j]}, %mask, {_imm(p[j])};" for j in range(L)]
+    s.append(f"add.cc.u32 {out[0]}, {d[0]}, {q[0]};")
+    s += [f"addc.cc.u32 {out[j]}, {d[j]}, {q[j]};" for j in range(1, L - 1)]
+    s.append(f"addc.u32 {out[L - 1]}, {d[L - 1]}, {q[L - 1]};")
+    s.append("}")
+    return "\n".join(s)
+
+
+# ---------------------------------------------------------------- the primitive
+ptx_asm_p = _core.Primitive("jaxprove_ptx_asm") if AVAILABLE else None
+if AVAILABLE:
+    ptx_asm_p.multiple_results = True
+
+    @ptx_asm_p.def_abstract_eval
+    def _abstract_eval(*avals, asm, n_out):
+        del asm
+        return [_core.ShapedArray(avals[0].shape, jnp.uint32)] * n_out
+
+    @_triton_lowering.register_lowering(ptx_asm_p)
+    def _lower(ctx, *args, asm, n_out):
+        types = [_mlir.aval_to_ir_type(ctx.context.mlir_ctx, a) for a in ctx.avals_out]
+        constraints = ",".join(["=r"] * n_out + ["r"] * len(args))
+        res = _tt.elementwise_inline_asm(types, asm, constraints=constraints, pure=True,
+                                         packed_element=1, args=list(args))
+        return list(res) if n_out > 1 else [res]
+
+
+def call(asm: str, n_out: int, rows: Sequence) -> list:
+    """Run the PTX program ``asm`` per lane: ``n_out`` uint32 result rows from
+    the input rows (broadcast to one shape).  Inside CUDA Pallas kernels only."""
+    rows = [jnp.asarray(r).astype(jnp.uint32) for r in rows]
+    shape = jnp.broadcast_shapes(*(r.shape for r in rows))
+    rows = [jnp.broadcast_to(r, shape) for r in rows]
+    return list(ptx_asm_p.bind(*rows, asm=asm, n_out=n_out))
+
+
+@functools.lru_cache(maxsize=None)
+def _programs(p: tuple, n0: int):
+    return montgomery_mul_asm(p, n0), add_mod_asm(p), sub_mod_asm(p)
+
+
+def montgomery_mul(a, b, p: Sequence[int], n0: int) -> list:
+    return call(_programs(tuple(p), n0)[0], len(p), list(a) + list(b))
+
+
+def add_mod(a, b, p: Sequence[int]) -> list:
+    return call(_programs(tuple(p), 0)[1], len(p), list(a) + list(b))
+
+
+def sub_mod(a, b, p: Sequence[int]) -> list:
+    return call(_programs(tuple(p), 0)[2], len(p), list(a) + list(b))
+
+
+def kernel_arith(arith, config):
+    """The formula layer a kernel built with ``config`` should use: ``arith``
+    with PTX products and sums where the kernel is compiled for CUDA
+    (``config.ptx``, not interpret mode), ``arith`` itself elsewhere."""
+    if config.ptx and not config.interpret and AVAILABLE and hasattr(arith, "ptx"):
+        return dataclasses.replace(arith, ptx=True)
+    return arith

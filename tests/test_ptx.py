@@ -1,0 +1,175 @@
+"""ops.ptx: the PTX programs' logic against Python integers, on the CPU.
+
+A small interpreter of the PTX subset the programs use (32-bit registers, the
+carry flag, predicates) runs the generated text; its semantics follow the PTX
+ISA (``add.cc``/``addc``, ``sub.cc``/``subc`` borrow, ``mad{c}.{lo,hi}{.cc}``,
+``selp``).  It is strict about the carry flag: an instruction that neither
+writes nor reads it ends the chain, so a program that reads a carry another
+instruction could have clobbered fails here.  Whether ptxas accepts the text
+and the GPU agrees is checked on the device (tests/test_gpu.py)."""
+from __future__ import annotations
+
+import dataclasses
+import random
+import re
+
+import pytest
+
+from ops import ptx
+from ops.elementwise import KernelConfig
+from ops.field import P_FQ, R_FR, Fq, FpArith
+
+M32 = (1 << 32) - 1
+
+
+def run_ptx(asm: str, operands: list[int | None]) -> list[int]:
+    """Execute ``asm``; operands ``$k`` (None for outputs) -> the operands after."""
+    ops = list(operands)
+    regs: dict[str, int] = {}
+    cf = None                                   # the carry flag; None: no live chain
+    body = asm.strip()
+    assert body.startswith("{") and body.endswith("}")
+    for stmt in body[1:-1].split(";"):
+        stmt = stmt.strip()
+        if not stmt or stmt.startswith(".reg"):
+            continue
+        op, args = stmt.split(None, 1)
+        args = [a.strip() for a in args.split(",")]
+
+        def val(a):
+            if a.startswith("$"):
+                v = ops[int(a[1:])]
+                assert v is not None, f"{stmt}: reads output {a} before writing it"
+                return v
+            if a.startswith("%"):
+                return regs[a]
+            return int(a, 0)
+
+        def put(a, v):
+            if a.startswith("$"):
+                ops[int(a[1:])] = v
+            else:
+                regs[a] = v
+
+        parts = op.split(".")
+        name, mods = parts[0], set(parts[1:])
+        uses_cf = name in ("addc", "subc", "madc")
+        if uses_cf:
+            assert cf is not None, f"{stmt}: reads a carry no chain left"
+        cin = cf if uses_cf else 0
+        if name in ("mul", "mad", "madc"):
+            prod = val(args[1]) * val(args[2])
+            part = prod & M32 if "lo" in mods else prod >> 32
+            v = part + (val(args[3]) if name != "mul" else 0) + cin
+        elif name in ("add", "addc"):
+            v = val(args[1]) + val(args[2]) + cin
+        elif name in ("sub", "subc"):
+            v = val(args[1]) - val(args[2]) - cin
+        elif name == "and":
+            v = val(args[1]) & val(args[2])
+        elif name == "setp":
+            assert mods == {"ne", "u32"}
+            regs[args[0]] = val(args[1]) != val(args[2])
+            cf = None
+            continue
+        elif name == "selp":
+            put(args[0], val(args[1]) if regs[args[3]] else val(args[2]))
+            cf = None
+            continue
+        else:
+            raise AssertionError(f"instruction not modelled: {stmt}")
+        put(args[0], v & M32)
+        if "cc" in mods:
+            cf = 1 if (v < 0 or v > M32) else 0
+        else:
+            cf = None
+    return ops
+
+
+def limbs_of(x: int, L: int) -> list[int]:
+    return [(x >> (32 * j)) & M32 for j in range(L)]
+
+
+def value(ls: list[int]) -> int:
+    return sum(v << (32 * j) for j, v in enumerate(ls))
+
+
+FIELDS = {"Fq": P_FQ, "Fr": R_FR}
+
+
+def samples(p: int, k: int, seed: int):
+    rng = random.Random(seed)
+    edge = [0, 1, 2, p - 1, p - 2, (p - 1) // 2, (1 << 32) - 1, 1 << 32, (1 << (32 * ((p.bit_length() + 31) // 32 - 1)))]
+    vals = [v % p for v in edge] + [rng.randrange(p) for _ in range(k)]
+    return [(a, b) for a in vals[:6] for b in vals[:6]] + list(zip(vals, reversed(vals))) + [
+        (rng.randrange(p), rng.randrange(p)) for _ in range(k)]
+
+
+@pytest.mark.parametrize("field", sorted(FIELDS))
+def test_montgomery_product_is_abR_inverse(field):
+    p = FIELDS[field]
+    ar = FpArith(p)
+    L, R = ar.L, 1 << (32 * ar.L)
+    asm = ptx.montgomery_mul_asm(ar.pl, ar.n0)
+    for a, b in samples(p, 40, 1):
+        out = run_ptx(asm, [None] * L + limbs_of(a, L) + limbs_of(b, L))[:L]
+        assert value(out) == a * b * pow(R, -1, p) % p, (field, a, b)
+
+
+@pytest.mark.parametrize("field", sorted(FIELDS))
+def test_modular_sum_and_difference(field):
+    p = FIELDS[field]
+    ar = FpArith(p)
+    L = ar.L
+    add, sub = ptx.add_mod_asm(ar.pl), ptx.sub_mod_asm(ar.pl)
+    for a, b in samples(p, 40, 2):
+        ins = [None] * L + limbs_of(a, L) + limbs_of(b, L)
+        assert value(run_ptx(add, ins)[:L]) == (a + b) % p, (field, a, b)
+        assert value(run_ptx(sub, ins)[:L]) == (a - b) % p, (field, a, b)
+
+
+def test_interpreter_catches_a_broken_chain():
+    """The oracle can fail: a carry read after a flag-less instruction, and a
+    wrong constant, are both caught."""
+    ar = FpArith(P_FQ)
+    asm = ptx.add_mod_asm(ar.pl)
+    broken = asm.replace("addc.cc.u32 %u1", "and.b32 %u0, %u0, 0xffffffff;\naddc.cc.u32 %u1", 1)
+    with pytest.raises(AssertionError, match="carry"):
+        run_ptx(broken, [None] * 12 + limbs_of(5, 12) + limbs_of(7, 12))
+    wrong = ptx.montgomery_mul_asm(ar.pl, ar.n0 ^ 1)
+    a, b = 3, 5
+    out = run_ptx(wrong, [None] * 12 + limbs_of(a, 12) + limbs_of(b, 12))[:12]
+    assert value(out) != a * b * pow(1 << 384, -1, P_FQ) % P_FQ
+
+
+def test_kernel_arith_uses_ptx_only_for_compiled_kernels():
+    base = Fq.base_arith
+    assert not base.ptx
+    assert ptx.kernel_arith(base, KernelConfig()).ptx == ptx.AVAILABLE
+    assert not ptx.kernel_arith(base, KernelConfig(interpret=True)).ptx
+    assert not ptx.kernel_arith(base, KernelConfig(ptx=False)).ptx
+
+
+@pytest.mark.skipif(not ptx.AVAILABLE, reason="no Triton lowering in this jaxlib")
+def test_cuda_lowering_holds_one_asm_per_operation():
+    """Lowered for CUDA on this host, Fq.mul is one 12-result inline asm of the
+    product program; with ``ptx=False`` there is none."""
+    import contextlib
+    import io
+
+    import jax
+    import jax.numpy as jnp
+
+    def lowered(cfg):
+        F = dataclasses.replace(Fq, config=cfg)
+        s = jax.ShapeDtypeStruct((12, 256), jnp.uint32)
+        buf = io.StringIO()
+        with contextlib.redirect_stdout(buf):
+            jax.jit(F.mul).trace(s, s).lower(lowering_platforms=("cuda",))
+        return buf.getvalue()
+
+    ir = lowered(KernelConfig(debug=True))
+    asms = re.findall(r'%\d+:(\d+) = "tt.elementwise_inline_asm"', ir)
+    assert asms == ["12"]
+    assert "madc.hi.cc.u32" in ir
+    assert "elementwise_inline_asm" not in lowered(KernelConfig(debug=True, ptx=False))

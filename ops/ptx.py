@@ -41,7 +41,6 @@ import jax.numpy as jnp
 
 try:  # jax's private Triton lowering: present in the jaxlibs we support
     from jax._src import core as _core
-    from jax._src.interpreters import mlir as _mlir
     from jax._src.lib.triton import dialect as _tt
     from jax._src.pallas.triton import lowering as _triton_lowering
 except ImportError:  # pragma: no cover - exotic jaxlib builds: portable code only
@@ -148,7 +147,8 @@ if AVAILABLE:
 
     @_triton_lowering.register_lowering(ptx_asm_p)
     def _lower(ctx, *args, asm, n_out):
-        types = [_mlir.aval_to_ir_type(ctx.context.mlir_ctx, a) for a in ctx.avals_out]
+        del ctx
+        types = [args[0].type] * n_out       # Triton's signless i32 tensors, as the inputs
         constraints = ",".join(["=r"] * n_out + ["r"] * len(args))
         res = _tt.elementwise_inline_asm(types, asm, constraints=constraints, pure=True,
                                          packed_element=1, args=list(args))

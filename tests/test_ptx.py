@@ -153,7 +153,9 @@ def test_kernel_arith_uses_ptx_only_for_compiled_kernels():
 @pytest.mark.skipif(not ptx.AVAILABLE, reason="no Triton lowering in this jaxlib")
 def test_cuda_lowering_holds_one_asm_per_operation():
     """Lowered for CUDA on this host, Fq.mul is one 12-result inline asm of the
-    product program; with ``ptx=False`` there is none."""
+    product program, in a module that verifies (Pallas prints the Triton IR in
+    its custom form only then: result types must be signless i32); with
+    ``ptx=False`` there is none."""
     import contextlib
     import io
 
@@ -169,7 +171,7 @@ def test_cuda_lowering_holds_one_asm_per_operation():
         return buf.getvalue()
 
     ir = lowered(KernelConfig(debug=True))
-    asms = re.findall(r'%\d+:(\d+) = "tt.elementwise_inline_asm"', ir)
+    asms = re.findall(r'%\d+:(\d+) = tt\.elementwise_inline_asm \"', ir)
     assert asms == ["12"]
     assert "madc.hi.cc.u32" in ir
     assert "elementwise_inline_asm" not in lowered(KernelConfig(debug=True, ptx=False))

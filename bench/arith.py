@@ -69,7 +69,7 @@ def objects(unroll: Unroll | None):
     if unroll is None:
         return shipped
     if unroll == "portable":
-        return {k: dataclasses.replace(o, config=dataclasses.replace(o.config, ptx=False))
+        return {k: dataclasses.replace(o, config=dataclasses.replace(o.config, ptx=()))
                 for k, o in shipped.items()}
     cfg = KernelConfig(unroll=unroll)
     return {"Fr": dataclasses.replace(field.Fr, config=cfg),

@@ -12,6 +12,8 @@ import time
 
 import jax
 
+from ops.ptx import default_ops
+
 
 def git_commit() -> str:
     try:
@@ -29,7 +31,8 @@ def environment() -> dict:
     d = jax.devices()[0]
     return {"device": getattr(d, "device_kind", str(d)), "platform": d.platform,
             "jax": jax.__version__, "python": platform.python_version(),
-            "commit": os.environ.get("JAXPROVE_COMMIT") or git_commit()}
+            "commit": os.environ.get("JAXPROVE_COMMIT") or git_commit(),
+            "ptx": ",".join(default_ops()) or "off"}
 
 
 def time_fn(fn, args, reps: int = 5, target_s: float = 0.05) -> dict:

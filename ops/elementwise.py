@@ -42,7 +42,7 @@ from jax import lax
 from ops.interpret import Recorder, compile_program, run
 from ops.platform import by_platform
 from ops.limbs import Unroll
-from ops.ptx import kernel_arith
+from ops.ptx import default_ops, kernel_arith
 
 try:  # Pallas' Triton backend; absent on exotic jaxlib builds
     from jax.experimental import pallas as pl
@@ -67,9 +67,10 @@ class KernelConfig:
     bn: lanes (elements) per Pallas program; num_warps: Triton warps per
     program; unroll: how limb loops are emitted (``ops.limbs.Unroll``);
     interpret: run the Pallas kernel in interpret mode on any backend (tests:
-    checks the exact GPU kernel on the CPU); ptx: products and modular sums
-    as inline PTX carry chains in kernels compiled for CUDA (``ops.ptx``;
-    interpret mode and the CPU always run the portable limb code); debug: let Pallas print the
+    checks the exact GPU kernel on the CPU); ptx: the field operations
+    (``ops.ptx.OPS``: "mul", "add", "sub") done as inline PTX carry chains in
+    kernels compiled for CUDA (default ``ops.ptx.default_ops()``; interpret
+    mode and the CPU always run the portable limb code); debug: let Pallas print the
     kernel's Triton IR when it is lowered (``bench/kernel_size.py`` counts it).
     """
     bn: int = 128
@@ -77,7 +78,7 @@ class KernelConfig:
     unroll: Unroll = Unroll()
     interpret: bool = False
     debug: bool = False
-    ptx: bool = True
+    ptx: tuple = default_ops()
 
 
 DEFAULT = KernelConfig()

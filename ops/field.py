@@ -77,7 +77,7 @@ class FpArith:
     constants should take."""
     p: int
     unroll: Unroll = Unroll()
-    ptx: bool = False       # products and sums as inline PTX (CUDA kernels only: ops.ptx)
+    ptx: tuple = ()         # operations done as inline PTX (CUDA kernels only: ops.ptx)
 
     @functools.cached_property
     def L(self) -> int:
@@ -113,12 +113,12 @@ class FpArith:
 
     # ---- ring operations (traced once per operand shape: ``_traced_once``)
     def add(self, a, b):
-        if self.ptx:
+        if "add" in self.ptx:
             return ptx.add_mod(a, b, self.pl)
         return _traced_once(limbs.add_mod, (self.pl, self._rolled), a, b)
 
     def sub(self, a, b):
-        if self.ptx:
+        if "sub" in self.ptx:
             return ptx.sub_mod(a, b, self.pl)
         return _traced_once(limbs.sub_mod, (self.pl, self._rolled), a, b)
 
@@ -129,8 +129,8 @@ class FpArith:
         return self.add(a, a)
 
     def mul(self, a, b):
-        if self.ptx:
-            return ptx.montgomery_mul(a, b, self.pl, self.n0)
+        if "mul" in self.ptx:
+            return ptx.montgomery_mul(a, b, self.pl, self.n0, rolled=not self.unroll.mul)
         return _traced_once(limbs.montgomery_mul, (self.pl, self.n0, self.unroll), a, b)
 
     def sqr(self, a):

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import os
 from typing import Sequence
 
 import jax
@@ -47,6 +48,22 @@ except ImportError:  # pragma: no cover - exotic jaxlib builds: portable code on
     _triton_lowering = None
 
 AVAILABLE = _triton_lowering is not None
+OPS = ("mul", "add", "sub")     # the FpArith operations this module can replace
+
+
+def default_ops() -> tuple:
+    """The operations kernels run as PTX unless their ``KernelConfig`` says
+    otherwise: ``$JAXPROVE_PTX`` (comma-separated names from ``OPS``; ``off``
+    or empty for none; read once, when ``ops.elementwise`` is imported),
+    else all of them."""
+    v = os.environ.get("JAXPROVE_PTX")
+    if v is None:
+        return OPS
+    names = tuple(x.strip() for x in v.split(",") if x.strip() and x.strip() != "off")
+    bad = [x for x in names if x not in OPS]
+    if bad:
+        raise ValueError(f"JAXPROVE_PTX: unknown operation(s) {bad}; choose from {OPS} or 'off'")
+    return names
 
 
 # ---------------------------------------------------------------- programs
@@ -89,6 +106,50 @@ def montgomery_mul_asm(p: Sequence[int], n0: int) -> str:
     s.append(f"sub.cc.u32 {out[0]}, {t[0]}, {_imm(p[0])};")
     s += [f"subc.cc.u32 {out[j]}, {t[j]}, {_imm(p[j])};" for j in range(1, L)]
     s.append(f"subc.u32 %top, {t[L]}, 0;")
+    s.append("setp.ne.u32 %c, %top, 0;")
+    s += [f"selp.b32 {out[j]}, {t[j]}, {out[j]}, %c;" for j in range(L)]
+    s.append("}")
+    return "\n".join(s)
+
+
+def montgomery_row_asm(p: Sequence[int], n0: int) -> str:
+    """PTX of one CIOS row, for a product kept as a loop (``Unroll.mul``
+    off): t' = (t + a·b_i + m·p) / 2^32, m = (t_0 + a_0·b_i)·n0 mod 2^32.
+    Operands: t' (L words), then t (L), a (L), b_i; t < 2p in, t' < 2p out."""
+    L = len(p)
+    out = [f"${j}" for j in range(L)]
+    tin = [f"${L + j}" for j in range(L)]
+    a = [f"${2 * L + j}" for j in range(L)]
+    bi = f"${3 * L}"
+    t = [f"%t{j}" for j in range(L + 1)]
+    s = [f"{{ .reg .u32 %t<{L + 1}>, %m;"]
+    s.append(f"mad.lo.cc.u32 {t[0]}, {a[0]}, {bi}, {tin[0]};")
+    s += [f"madc.lo.cc.u32 {t[j]}, {a[j]}, {bi}, {tin[j]};" for j in range(1, L)]
+    s.append(f"addc.u32 {t[L]}, 0, 0;")
+    s.append(f"mad.hi.cc.u32 {t[1]}, {a[0]}, {bi}, {t[1]};")
+    s += [f"madc.hi.cc.u32 {t[j + 1]}, {a[j]}, {bi}, {t[j + 1]};" for j in range(1, L - 1)]
+    s.append(f"madc.hi.u32 {t[L]}, {a[L - 1]}, {bi}, {t[L]};")
+    s.append(f"mul.lo.u32 %m, {t[0]}, {_imm(n0)};")
+    s.append(f"mad.lo.cc.u32 {t[0]}, %m, {_imm(p[0])}, {t[0]};")
+    s += [f"madc.lo.cc.u32 {t[j]}, %m, {_imm(p[j])}, {t[j]};" for j in range(1, L)]
+    s.append(f"addc.u32 {t[L]}, {t[L]}, 0;")
+    s.append(f"mad.hi.cc.u32 {t[1]}, %m, {_imm(p[0])}, {t[1]};")
+    s += [f"madc.hi.cc.u32 {t[j + 1]}, %m, {_imm(p[j])}, {t[j + 1]};" for j in range(1, L - 1)]
+    s.append(f"madc.hi.u32 {t[L]}, %m, {_imm(p[L - 1])}, {t[L]};")
+    s += [f"mov.u32 {out[j]}, {t[j + 1]};" for j in range(L)]
+    s.append("}")
+    return "\n".join(s)
+
+
+def cond_sub_asm(p: Sequence[int]) -> str:
+    """PTX of t mod p for t < 2p (operands: result, then t)."""
+    L = len(p)
+    out = [f"${j}" for j in range(L)]
+    t = [f"${L + j}" for j in range(L)]
+    s = ["{ .reg .u32 %top; .reg .pred %c;"]
+    s.append(f"sub.cc.u32 {out[0]}, {t[0]}, {_imm(p[0])};")
+    s += [f"subc.cc.u32 {out[j]}, {t[j]}, {_imm(p[j])};" for j in range(1, L)]
+    s.append("subc.u32 %top, 0, 0;")
     s.append("setp.ne.u32 %c, %top, 0;")
     s += [f"selp.b32 {out[j]}, {t[j]}, {out[j]}, %c;" for j in range(L)]
     s.append("}")
@@ -166,11 +227,30 @@ def call(asm: str, n_out: int, rows: Sequence) -> list:
 
 @functools.lru_cache(maxsize=None)
 def _programs(p: tuple, n0: int):
-    return montgomery_mul_asm(p, n0), add_mod_asm(p), sub_mod_asm(p)
+    return (montgomery_mul_asm(p, n0), add_mod_asm(p), sub_mod_asm(p),
+            montgomery_row_asm(p, n0), cond_sub_asm(p))
 
 
-def montgomery_mul(a, b, p: Sequence[int], n0: int) -> list:
-    return call(_programs(tuple(p), n0)[0], len(p), list(a) + list(b))
+def montgomery_mul(a, b, p: Sequence[int], n0: int, rolled: bool = True) -> list:
+    """a·b·R⁻¹ mod p.  Unrolled: one program of L rows (~4L² + 4L
+    instructions, fastest alone); rolled: a loop over the rows of b (one row
+    program per step, b's limbs rotating through the loop carry as in
+    ``ops.limbs``), then the conditional subtraction: a formula with a dozen
+    products stays a few thousand instructions instead of ~10k."""
+    progs = _programs(tuple(p), n0)
+    if not rolled:
+        return call(progs[0], len(p), list(a) + list(b))
+    L = len(p)
+    a = [jnp.asarray(x).astype(jnp.uint32) for x in a]
+    zero = jnp.zeros(jnp.broadcast_shapes(*(x.shape for x in list(a) + list(b))), jnp.uint32)
+
+    def step(_, tb):
+        t, bb = tb
+        return call(progs[3], L, t + a + [bb[0]]), bb[1:] + bb[:1]
+
+    b = [jnp.broadcast_to(jnp.asarray(x).astype(jnp.uint32), zero.shape) for x in b]
+    t, _ = jax.lax.fori_loop(0, L, step, ([zero] * L, b))
+    return call(progs[4], L, t)
 
 
 def add_mod(a, b, p: Sequence[int]) -> list:
@@ -183,8 +263,8 @@ def sub_mod(a, b, p: Sequence[int]) -> list:
 
 def kernel_arith(arith, config):
     """The formula layer a kernel built with ``config`` should use: ``arith``
-    with PTX products and sums where the kernel is compiled for CUDA
-    (``config.ptx``, not interpret mode), ``arith`` itself elsewhere."""
+    with the operations ``config.ptx`` as PTX where the kernel is compiled for
+    CUDA (not interpret mode), ``arith`` itself elsewhere."""
     if config.ptx and not config.interpret and AVAILABLE and hasattr(arith, "ptx"):
-        return dataclasses.replace(arith, ptx=True)
+        return dataclasses.replace(arith, ptx=tuple(config.ptx))
     return arith

@@ -18,6 +18,7 @@ import pytest
 from ops import ptx
 from ops.elementwise import KernelConfig
 from ops.field import P_FQ, R_FR, Fq, FpArith
+from ops.limbs import Unroll
 
 M32 = (1 << 32) - 1
 
@@ -67,6 +68,8 @@ def run_ptx(asm: str, operands: list[int | None]) -> list[int]:
             v = val(args[1]) - val(args[2]) - cin
         elif name == "and":
             v = val(args[1]) & val(args[2])
+        elif name == "mov":
+            v = val(args[1])
         elif name == "setp":
             assert mods == {"ne", "u32"}
             regs[args[0]] = val(args[1]) != val(args[2])
@@ -117,6 +120,22 @@ def test_montgomery_product_is_abR_inverse(field):
 
 
 @pytest.mark.parametrize("field", sorted(FIELDS))
+def test_rolled_product_rows_then_conditional_subtraction(field):
+    """The rolled form: L row programs (b's limbs in turn), then cond_sub."""
+    p = FIELDS[field]
+    ar = FpArith(p)
+    L, R = ar.L, 1 << (32 * ar.L)
+    row, csub = ptx.montgomery_row_asm(ar.pl, ar.n0), ptx.cond_sub_asm(ar.pl)
+    for a, b in samples(p, 40, 3):
+        t = [0] * L
+        for bi in limbs_of(b, L):
+            t = run_ptx(row, [None] * L + t + limbs_of(a, L) + [bi])[:L]
+            assert value(t) < 2 * p
+        out = run_ptx(csub, [None] * L + t)[:L]
+        assert value(out) == a * b * pow(R, -1, p) % p, (field, a, b)
+
+
+@pytest.mark.parametrize("field", sorted(FIELDS))
 def test_modular_sum_and_difference(field):
     p = FIELDS[field]
     ar = FpArith(p)
@@ -145,15 +164,16 @@ def test_interpreter_catches_a_broken_chain():
 def test_kernel_arith_uses_ptx_only_for_compiled_kernels():
     base = Fq.base_arith
     assert not base.ptx
-    assert ptx.kernel_arith(base, KernelConfig()).ptx == ptx.AVAILABLE
-    assert not ptx.kernel_arith(base, KernelConfig(interpret=True)).ptx
-    assert not ptx.kernel_arith(base, KernelConfig(ptx=False)).ptx
+    assert ptx.kernel_arith(base, KernelConfig(ptx=ptx.OPS)).ptx == (ptx.OPS if ptx.AVAILABLE else ())
+    assert not ptx.kernel_arith(base, KernelConfig(interpret=True, ptx=ptx.OPS)).ptx
+    assert not ptx.kernel_arith(base, KernelConfig(ptx=())).ptx
 
 
 @pytest.mark.skipif(not ptx.AVAILABLE, reason="no Triton lowering in this jaxlib")
 def test_cuda_lowering_holds_one_asm_per_operation():
-    """Lowered for CUDA on this host, Fq.mul is one 12-result inline asm of the
-    product program, in a module that verifies (Pallas prints the Triton IR in
+    """Lowered for CUDA on this host, Fq.mul with the product unrolled is one
+    12-result inline asm of the product program (rolled: the row program in a
+    loop, then the subtraction's), in a module that verifies (Pallas prints the Triton IR in
     its custom form only then: result types must be signless i32); with
     ``ptx=False`` there is none."""
     import contextlib
@@ -170,8 +190,23 @@ def test_cuda_lowering_holds_one_asm_per_operation():
             jax.jit(F.mul).trace(s, s).lower(lowering_platforms=("cuda",))
         return buf.getvalue()
 
-    ir = lowered(KernelConfig(debug=True))
-    asms = re.findall(r'%\d+:(\d+) = tt\.elementwise_inline_asm \"', ir)
-    assert asms == ["12"]
+    asm = r'%\d+:(\d+) = tt\.elementwise_inline_asm \"'
+    ir = lowered(KernelConfig(debug=True, ptx=("mul",), unroll=Unroll(mul=True)))
+    assert re.findall(asm, ir) == ["12"]
     assert "madc.hi.cc.u32" in ir
-    assert "elementwise_inline_asm" not in lowered(KernelConfig(debug=True, ptx=False))
+    ir = lowered(KernelConfig(debug=True, ptx=("mul",)))
+    assert re.findall(asm, ir) == ["12", "12"]
+    assert "scf.for" in ir and "setp.ne.u32" in ir
+    assert "elementwise_inline_asm" not in lowered(KernelConfig(debug=True, ptx=()))
+
+
+def test_default_ops_from_the_environment(monkeypatch):
+    monkeypatch.delenv("JAXPROVE_PTX", raising=False)
+    assert ptx.default_ops() == ptx.OPS
+    monkeypatch.setenv("JAXPROVE_PTX", "mul")
+    assert ptx.default_ops() == ("mul",)
+    monkeypatch.setenv("JAXPROVE_PTX", "off")
+    assert ptx.default_ops() == ()
+    monkeypatch.setenv("JAXPROVE_PTX", "mul,inv")
+    with pytest.raises(ValueError, match="inv"):
+        ptx.default_ops()

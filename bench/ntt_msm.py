@@ -59,6 +59,7 @@ from bench.common import emit, environment, peak_memory_bytes, time_fn
 from ops import msm as M
 from ops import ntt as N
 from ops.curve import G1, G2
+from ops.elementwise import KernelConfig
 from ops.field import Fr
 
 GOALS = {("ntt", 20): 0.5e-3, ("ntt", 24): 10e-3, ("msm_G1", 20): 20e-3, ("msm_G1", 22): 60e-3,
@@ -177,7 +178,8 @@ def bench_msm(curve, log_ns, out, reps, bits=(), config=None, windows=()):
     jax.block_until_ready(bases)
     print(f"# {curve.name}: bases 2^{top} made in {time.perf_counter() - t0:.1f} s", flush=True)
     cfg = config or M.default_config()
-    name = f"msm_{curve.name}" + ("_fused_split" if cfg.fused_split and curve.split else "")
+    name = f"msm_{curve.name}" + ("_fused_split" if cfg.fused_split and curve.split else "") + (
+        "_unsplit" if curve.name == "G2" and not curve.split else "")
 
     def one(case, ln, sc, window=None):
         n = 1 << ln
@@ -331,6 +333,10 @@ def main():
     ap.add_argument("--g2-both", action="store_true",
                     help="G2 sizes also with MSMConfig.fused_split flipped (hypothesis 20: "
                          "the XLA step loop against two kernels per step)")
+    ap.add_argument("--g2-unsplit", action="store_true",
+                    help="G2 sizes also with one kernel per formula (Curve.split off, no table "
+                         "loops: the fused accumulation level), affordable to compile since "
+                         "the PTX products (bench/NOTES.md hypothesis 41)")
     ap.add_argument("--out", default=None)
     a = ap.parse_args()
     if a.ntt:
@@ -347,6 +353,9 @@ def main():
             cfg = M.default_config()
             bench_msm(G2, a.g2, a.out, a.reps,
                       config=dataclasses.replace(cfg, fused_split=not cfg.fused_split))
+        if a.g2_unsplit:
+            bench_msm(dataclasses.replace(G2, config=KernelConfig(), split=False), a.g2, a.out,
+                      a.reps)
     if a.budget is not None:
         bench_budget(a.budget, a.budget_gb, a.out)
 

@@ -991,10 +991,18 @@ KEYS_FORMAT, KEYS_VERSION = "jaxprove-groth16-keys", 1
 
 def save_keys(pk: ProvingKey, vk: VerifyingKey, directory: str, key: str) -> str:
     """Store both keys under ``directory/key`` (orbax, checksummed, atomic:
-    ``jaxprove.store``); returns the entry's path."""
-    arrays = {f"pk.{k}": v for k, v in pk._asdict().items()}
+    ``jaxprove.store``); returns the entry's path.  Query vectors built split
+    (``setup(positions=)``: ``ops.msm.SplitBases``) are stored as their two
+    parts, host (numpy) vectors as ``.npy`` files."""
+    arrays, split = {}, {}
+    for k, v in pk._asdict().items():
+        if isinstance(v, M.SplitBases):
+            arrays[f"pk.{k}.bits"], arrays[f"pk.{k}.dense"] = v.bits, v.dense
+            split[k] = int(v.n)
+        else:
+            arrays[f"pk.{k}"] = v
     arrays.update({f"vk.{k}": v for k, v in vk._asdict().items()})
-    return store.save(directory, key, arrays, KEYS_FORMAT, KEYS_VERSION, {})
+    return store.save(directory, key, arrays, KEYS_FORMAT, KEYS_VERSION, {"split": split})
 
 
 POINT_VECTORS = ("a", "b_g1", "b_g2", "l", "h")
@@ -1022,14 +1030,23 @@ def load_keys(directory: str, key: str, device=None, host: bool = False):
         raise ValueError(f"keys {key!r} in {directory}: {e}") from e
     if got is None:
         return None
-    arrays = got[0]
+    arrays, split = got[0], got[1].get("split", {})
     try:
-        pk = ProvingKey(**{k: arrays[f"pk.{k}"] for k in ProvingKey._fields})
+        pk = ProvingKey(**{k: M.SplitBases(arrays[f"pk.{k}.bits"], arrays[f"pk.{k}.dense"],
+                                           int(split[k])) if k in split else arrays[f"pk.{k}"]
+                           for k in ProvingKey._fields})
         vk = VerifyingKey(**{k: arrays[f"vk.{k}"] for k in VerifyingKey._fields})
     except KeyError as e:
         raise ValueError(f"keys {key!r} in {directory}: missing array {e}") from e
     # keys saved from host memory (numpy) are stored as host arrays: placed like the rest
     return place_keys((pk, vk), device, host)
+
+
+def _to_host(v):
+    """A query vector (an array or ``SplitBases``) as numpy arrays."""
+    if isinstance(v, M.SplitBases):
+        return M.SplitBases(np.asarray(v.bits), np.asarray(v.dense), v.n)
+    return np.asarray(v)
 
 
 def place_keys(keys, device=None, host: bool = False):
@@ -1038,8 +1055,10 @@ def place_keys(keys, device=None, host: bool = False):
     memory and the rest on the device (streaming mode)."""
     pk, vk = keys
     dev = device or jax.devices()[0]
-    if not host:
-        return jax.device_put((pk, vk), dev)
-    vectors = {f: np.asarray(getattr(pk, f)) for f in POINT_VECTORS}
+    if not host:                # SplitBases keep their count n a Python int
+        put = lambda v: M.SplitBases(jax.device_put(v.bits, dev), jax.device_put(v.dense, dev),
+                                     v.n) if isinstance(v, M.SplitBases) else jax.device_put(v, dev)
+        return ProvingKey(*(put(v) for v in pk)), jax.device_put(vk, dev)
+    vectors = {f: _to_host(getattr(pk, f)) for f in POINT_VECTORS}
     small = jax.device_put(pk._replace(**{f: None for f in POINT_VECTORS}), dev)
     return small._replace(**vectors), jax.device_put(vk, dev)

@@ -17,6 +17,7 @@ from circuits.gadgets.num import Num
 from conftest import R, ob
 from jaxprove import groth16 as G
 from jaxprove import pce
+from ops import msm as M
 from ops.curve import G1, G2
 from ops.field import Fr
 
@@ -168,6 +169,32 @@ def test_keys_round_trip_and_damage(circuit, tmp_path):
     json.dump(meta, open(meta_path, "w"))
     with pytest.raises(ValueError, match="checksum mismatch in array pk.h"):
         G.load_keys(str(tmp_path), "cubic")
+
+
+def test_split_keys_round_trip(circuit, tmp_path):
+    """A key built split (streaming mode: ``SplitBases`` vectors) is stored as
+    its parts and comes back split, in host memory or on the device, with
+    each part's count a Python int (bench.filecoin --keys-dir: the 16 GB mode
+    proves from keys a first, uncapped process set up)."""
+    r1cs, _, pk, vk, *_ = circuit
+    split = G.streaming_key(G.ProvingKey(*(np.asarray(x) for x in pk)),
+                            G.msm_positions(pce.extract(r1cs)))
+    assert any(isinstance(v, M.SplitBases) for v in split)
+    G.save_keys(split, vk, str(tmp_path), "split")
+    for host in (True, False):
+        pk2, vk2 = G.load_keys(str(tmp_path), "split", host=host)
+        for f in G.ProvingKey._fields:
+            want, got = getattr(split, f), getattr(pk2, f)
+            assert type(got) is type(want) or not isinstance(want, M.SplitBases), f
+            if isinstance(want, M.SplitBases):
+                assert type(got.n) is int and got.n == want.n
+                for x, y in ((want.bits, got.bits), (want.dense, got.dense)):
+                    assert isinstance(y, np.ndarray) == (host and f in G.POINT_VECTORS)
+                    assert np.array_equal(np.asarray(x), np.asarray(y)), (host, f)
+            else:
+                assert np.array_equal(np.asarray(want), np.asarray(got)), (host, f)
+        for x, y in zip(vk, vk2):
+            assert np.array_equal(np.asarray(x), np.asarray(y))
 
 
 @pytest.mark.slow          # 78 s on the 2-core box; the product verifies vectorised (verify_group)

@@ -487,7 +487,8 @@ def run_case(kind: str, size: str, reps: int = 5, env: dict | None = None,
              force: bool = False, setup_seed: int | None = None,
              msm_budget: int | None = None, keys_in_host: bool = False,
              circuit_dir: str | None = None, then_resident: bool = False,
-             streaming_reps: int | None = None, out_of_core: int | None = None) -> Result:
+             streaming_reps: int | None = None, out_of_core: int | None = None,
+             keys_dir: str | None = None, setup_only: bool = False) -> Result:
     """Benchmark one partition of ``kind`` at ``size`` (module docstring) and
     emit its JSON records (to stdout, appended to ``out``).  Streaming mode
     (the engine's): ``msm_budget`` bytes per MSM call (bases in chunks),
@@ -510,9 +511,16 @@ def run_case(kind: str, size: str, reps: int = 5, env: dict | None = None,
     within that many device bytes per program (``Groth16Prover``'s
     ``out_of_core_budget``); the satisfaction check runs out of core too.
     Run it under a pool capped like the card (XLA_PYTHON_CLIENT_MEM_FRACTION)
-    to show that the card's memory is enough."""
+    to show that the card's memory is enough.
+    ``keys_dir``: keys of this circuit (``keys_name``) are loaded from there
+    instead of set up (``groth16.load_keys``), or set up and stored there;
+    ``setup_only`` stops after storing them.  So the 16 GB mode at 32GiB,
+    whose setup needs ~39 GiB of device memory, proves under the capped pool
+    with keys an uncapped process set up before (``bench/device/fc32.sh``)."""
     if reps < 1:
         raise ValueError(f"reps must be >= 1, got {reps}")
+    if setup_only and not keys_dir:
+        raise ValueError("setup_only needs keys_dir: the keys are what it leaves behind")
     if out_of_core is not None and (out_of_core <= 0 or not keys_in_host or then_resident):
         raise ValueError(f"out_of_core ({out_of_core}) must be a positive byte count, with "
                          f"keys_in_host and without then_resident")
@@ -533,7 +541,9 @@ def run_case(kind: str, size: str, reps: int = 5, env: dict | None = None,
     _say(f"{kind} {size} ({spec.topology}): about {est.rows:,} rows, domain 2^{est.domain_log}, "
          f"key ~{est.key_bytes / 2**30:.2f} GiB")
     # the prove estimate needs the exact dense-variable count (after extraction)
-    why = shortfall(est, lim, ("record",) if record_only else ("record", "setup"))
+    # with keys_dir the setup may be skipped (stored keys): its stage is checked once the
+    # recorded circuit names the entry
+    why = shortfall(est, lim, ("record",) if record_only or keys_dir else ("record", "setup"))
     if why and not force:
         _say(f"SKIPPED {kind} {size}: {why} (--force tries anyway; --record-only needs "
              f"host memory only; --challenges N scales the circuit down)")
@@ -571,8 +581,12 @@ def run_case(kind: str, size: str, reps: int = 5, env: dict | None = None,
         return then_resident and keys_in_host and shortfall(
             planned(RESIDENT_MSM_FLOOR, False, spmv_bytes), lim, ("prove",))
 
-    why = shortfall(exact, lim, ("setup", "prove"))
-    resident_why = resident_shortfall()
+    split = keys_in_host or msm_budget is not None
+    kname = keys_name(kind, size, challenges, split, m) if keys_dir else None
+    stored = bool(kname) and os.path.isdir(os.path.join(keys_dir, kname))
+    check = ("prove",) if stored else ("setup",) if setup_only else ("setup", "prove")
+    why = shortfall(exact, lim, check)
+    resident_why = resident_shortfall() and not setup_only
     if why or resident_why:
         # before refusing on the model's SpMV figure (an upper bound on the GPU, ~2x at
         # 32GiB WindowPoSt), ask XLA what the SpMV program takes (one compilation)
@@ -582,10 +596,11 @@ def run_case(kind: str, size: str, reps: int = 5, env: dict | None = None,
             spmv_bytes = xla
             exact = planned(msm_budget, keys_in_host, spmv_bytes)
             rec.update(exact.as_record("plan_"))
-            why, resident_why = shortfall(exact, lim, ("setup", "prove")), resident_shortfall()
+            why = shortfall(exact, lim, check)
+            resident_why = resident_shortfall() and not setup_only
             _say(f"the SpMV program takes {xla / 2**30:.1f} GiB by XLA's count (the model: "
                  f"{rec['spmv_bytes_model'] / 2**30:.1f} GiB)")
-    if why and msm_budget is None and not keys_in_host:
+    if why and msm_budget is None and not keys_in_host and not keys_dir:
         # the key fits on the device but not beside the merged MSMs' working set (SnapDeals
         # 512MiB: ~135 GiB planned, session 17): the per-MSM path instead, the key built
         # split on the device and each MSM in chunks within what the rest leaves
@@ -617,19 +632,39 @@ def run_case(kind: str, size: str, reps: int = 5, env: dict | None = None,
         stages[stage] = round(sec, 3)
         _say(f"setup: {stage} at {sec:.1f} s")
 
-    _say(f"setup of {m.rows:,} rows")
     pos = G.msm_positions(m)
-    t = time.perf_counter()
-    # streaming mode (an MSM budget, or keys in host memory: the per-MSM path): the key is
-    # built split by the MSM positions, as the engine's streaming key (groth16.streaming_key),
-    # so no proof splits it again (on the device that would copy 57 GiB at 2^27); keys in
-    # host memory go there chunk by chunk
-    split = keys_in_host or msm_budget is not None
-    pk, vk = jax.block_until_ready(G.setup(r1cs, seed=setup_seed, progress=progress,
-                                           host=keys_in_host, positions=pos if split else None))
-    rec["setup_s"] = time.perf_counter() - t
-    rec["setup_stages_cumulative_s"] = stages
-    rec["peak_bytes_after_setup"] = peak_memory_bytes()
+    split = keys_in_host or msm_budget is not None      # (msm_budget may have been chosen above)
+    if stored:
+        _say(f"keys {kname} from {keys_dir}")
+        t = time.perf_counter()
+        got = G.load_keys(keys_dir, kname, host=keys_in_host)
+        if got is None:
+            raise ValueError(f"keys {kname} vanished from {keys_dir}")
+        pk, vk = got
+        rec["keys_load_s"] = time.perf_counter() - t
+        rec["keys_loaded"] = kname
+    else:
+        _say(f"setup of {m.rows:,} rows")
+        t = time.perf_counter()
+        # streaming mode (an MSM budget, or keys in host memory: the per-MSM path): the key
+        # is built split by the MSM positions, as the engine's streaming key
+        # (groth16.streaming_key), so no proof splits it again (on the device that would copy
+        # 57 GiB at 2^27); keys in host memory go there chunk by chunk
+        pk, vk = jax.block_until_ready(G.setup(r1cs, seed=setup_seed, progress=progress,
+                                               host=keys_in_host,
+                                               positions=pos if split else None))
+        rec["setup_s"] = time.perf_counter() - t
+        rec["setup_stages_cumulative_s"] = stages
+        rec["peak_bytes_after_setup"] = peak_memory_bytes()
+        if keys_dir:
+            t = time.perf_counter()
+            G.save_keys(pk, vk, keys_dir, kname)
+            rec["keys_save_s"] = time.perf_counter() - t
+            rec["keys_saved"] = kname
+            _say(f"keys stored as {kname} in {rec['keys_save_s']:.1f} s")
+    if setup_only:
+        emit({**rec, "case": name + ".setup"}, out)
+        return Result(rec)
     del r1cs
     host_plan = None
     if out_of_core is None:
@@ -719,6 +754,13 @@ def run_case(kind: str, size: str, reps: int = 5, env: dict | None = None,
         if not ok:
             raise RuntimeError(f"{kind} {size}: the proof does not verify")
     return Result(rec, vk, proof, public)
+
+
+def keys_name(kind: str, size: str, challenges: int | None, split: bool, m) -> str:
+    """The ``--keys-dir`` entry of a circuit's keys: kind, size, challenges,
+    split (streaming) or whole, and the matrices' content key."""
+    return (f"{kind}-{size}-c{'all' if challenges is None else challenges}-"
+            f"{'split' if split else 'whole'}-{m.key[:16]}")
 
 
 def _timed_proofs(prover, res, w, reps: int, msm_budget, want: list, what: str):
@@ -812,7 +854,15 @@ def main(argv=None):
     ap.add_argument("--then-resident", action="store_true",
                     help="with --keys-in-host-memory: then place the key on the device and "
                          "time proofs again (one setup for both modes)")
+    ap.add_argument("--keys-dir", default=None,
+                    help="load each circuit's keys from here instead of setting them up, or set "
+                         "them up and store them here (the 16 GB mode at 32GiB: an uncapped "
+                         "--setup-only process first, then the capped proofs)")
+    ap.add_argument("--setup-only", action="store_true",
+                    help="with --keys-dir: record, set up, store the keys, stop")
     a = ap.parse_args(argv)
+    if a.setup_only and not a.keys_dir:
+        raise SystemExit("--setup-only: needs --keys-dir")
     kinds = _names(a.kinds, KINDS, "kinds")
     sizes = _names(a.sizes, tuple(Z.SIZES), "sizes")
     if a.challenges is not None and a.challenges < 1:
@@ -838,7 +888,8 @@ def main(argv=None):
             run_case(kind, size, a.reps, env, a.out, not a.no_verify, a.save, a.record_only,
                      a.challenges, a.seed, a.force, None, budget, a.keys_in_host_memory,
                      a.circuit_dir, a.then_resident, a.streaming_reps,
-                     None if a.out_of_core_gib is None else int(a.out_of_core_gib * 2**30))
+                     None if a.out_of_core_gib is None else int(a.out_of_core_gib * 2**30),
+                     a.keys_dir, a.setup_only)
 
 
 if __name__ == "__main__":

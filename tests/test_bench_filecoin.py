@@ -333,6 +333,31 @@ def test_streaming_reps_zero_goes_straight_to_the_resident_key(tmp_path):
     assert sorted(p.name for p in save.iterdir()) == ["window-post_2KiB_resident_c1"]
 
 
+@pytest.mark.slow    # 10 min beside the suite on the 2-core box; test_groth16 checks the split keys' storage
+def test_keys_set_up_by_one_process_are_proved_from_by_the_next(tmp_path):
+    """--keys-dir --setup-only records, sets up and stores the split key (no
+    proof); the next run loads it instead of a setup, proves in streaming
+    mode, and the proof verifies against the stored verifying key."""
+    out, keys = tmp_path / "k.jsonl", tmp_path / "keys"
+    args = ["--kinds", "window-post", "--sizes", "2KiB", "--challenges", "1", "--reps", "1",
+            "--keys-in-host-memory", "--msm-budget-gib", "0.05", "--keys-dir", str(keys)]
+    F.main(args + ["--setup-only", "--out", str(out)])
+    recs = _records(out)
+    assert [r["case"] for r in recs] == ["filecoin.window-post.circuit", "filecoin.window-post.setup"]
+    name = recs[1]["keys_saved"]
+    assert name.startswith("window-post-2KiB-c1-split-") and (keys / name).is_dir()
+    assert "median_s" not in recs[1] and recs[1]["setup_s"] > 0
+    out2 = tmp_path / "p.jsonl"
+    F.main(args + ["--out", str(out2)])
+    recs = _records(out2)
+    prove = next(r for r in recs if r["case"] == "filecoin.window-post")
+    assert prove["keys_loaded"] == name and "setup_s" not in prove and prove["median_s"] > 0
+    assert prove["public_match"]
+    assert any(r["case"].endswith(".verify") and r["verified"] for r in recs)
+    with pytest.raises(SystemExit, match="needs --keys-dir"):
+        F.main(["--kinds", "window-post", "--sizes", "2KiB", "--setup-only"])
+
+
 @pytest.mark.slow
 def test_streaming_then_resident_proves_twice_from_one_setup(tmp_path):
     """--then-resident: the streaming proofs (key in host memory, MSMs within a

@@ -91,6 +91,7 @@ import time
 from typing import Any, NamedTuple
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 
 from bench.common import InUseSampler, argv_command, emit, environment, peak_memory_bytes
@@ -488,7 +489,8 @@ def run_case(kind: str, size: str, reps: int = 5, env: dict | None = None,
              msm_budget: int | None = None, keys_in_host: bool = False,
              circuit_dir: str | None = None, then_resident: bool = False,
              streaming_reps: int | None = None, out_of_core: int | None = None,
-             keys_dir: str | None = None, setup_only: bool = False) -> Result:
+             keys_dir: str | None = None, setup_only: bool = False,
+             device_budget: int | None = None) -> Result:
     """Benchmark one partition of ``kind`` at ``size`` (module docstring) and
     emit its JSON records (to stdout, appended to ``out``).  Streaming mode
     (the engine's): ``msm_budget`` bytes per MSM call (bases in chunks),
@@ -516,7 +518,12 @@ def run_case(kind: str, size: str, reps: int = 5, env: dict | None = None,
     instead of set up (``groth16.load_keys``), or set up and stored there;
     ``setup_only`` stops after storing them.  So the 16 GB mode at 32GiB,
     whose setup needs ~39 GiB of device memory, proves under the capped pool
-    with keys an uncapped process set up before (``bench/device/fc32.sh``)."""
+    with keys an uncapped process set up before, where the disk holds the
+    key.  ``device_budget`` (bytes): after the setup, a ballast allocation
+    leaves only that many device bytes free for everything after it
+    (witness, proofs: ``ballast_bytes``), the way a smaller card would: the
+    16 GB mode in the process that set its keys up (the 32GiB PoRep key, 70
+    GiB in host memory, does not fit the H200 machine's 64 GiB disk)."""
     if reps < 1:
         raise ValueError(f"reps must be >= 1, got {reps}")
     if setup_only and not keys_dir:
@@ -678,6 +685,15 @@ def run_case(kind: str, size: str, reps: int = 5, env: dict | None = None,
     res = E.Resident(pk, vk, m, _nbytes((pk, vk, m, dom, pos), device_only=True), dom, pos,
                      host_plan)
     rec["key_bytes"], rec["resident_bytes"] = _nbytes((pk, vk)), res.nbytes
+    ballast = None
+    if device_budget is not None:
+        size = ballast_bytes(jax.devices()[0].memory_stats(), device_budget)
+        rec["device_budget_bytes"], rec["ballast_bytes"] = device_budget, size
+        if size is None:
+            _say("no device memory statistics here: no ballast, the budget is not enforced")
+        elif size:
+            ballast = jax.block_until_ready(jnp.zeros((size // 4,), jnp.uint32))
+            _say(f"ballast of {gib(size)} held: {gib(device_budget)} free for the proofs")
 
     t = time.perf_counter()
     parts = synthetic_parts(kind, size, challenges, seed, circuit_dir)
@@ -718,6 +734,9 @@ def run_case(kind: str, size: str, reps: int = 5, env: dict | None = None,
         timing, proof, public = _timed_proofs(prover, res, w, streaming_reps, msm_budget, want,
                                               f"{kind} {size}")
         rec.update(timing)
+        if ballast is not None and timing["proofs_in_use_max_bytes"] is not None:
+            rec["proofs_in_use_max_bytes_less_ballast"] = \
+                timing["proofs_in_use_max_bytes"] - rec["ballast_bytes"]
     emit(rec, out)
     if save and streaming_reps:
         _save(save, f"{kind}_{size}{suffix}", vk, proof, public)
@@ -754,6 +773,17 @@ def run_case(kind: str, size: str, reps: int = 5, env: dict | None = None,
         if not ok:
             raise RuntimeError(f"{kind} {size}: the proof does not verify")
     return Result(rec, vk, proof, public)
+
+
+def ballast_bytes(stats: dict | None, budget: int) -> int | None:
+    """Bytes to hold so that ``budget`` of the pool stays free: bytes_limit −
+    bytes_in_use − budget (at least 0; a multiple of 4); None without the
+    allocator's statistics."""
+    if not stats or "bytes_limit" not in stats or "bytes_in_use" not in stats:
+        return None
+    if budget <= 0:
+        raise ValueError(f"device budget must be positive, got {budget}")
+    return max(0, int(stats["bytes_limit"]) - int(stats["bytes_in_use"]) - budget) // 4 * 4
 
 
 def keys_name(kind: str, size: str, challenges: int | None, split: bool, m) -> str:
@@ -858,11 +888,17 @@ def main(argv=None):
                     help="load each circuit's keys from here instead of setting them up, or set "
                          "them up and store them here (the 16 GB mode at 32GiB: an uncapped "
                          "--setup-only process first, then the capped proofs)")
+    ap.add_argument("--device-budget-gib", type=float, default=None,
+                    help="after the setup, hold a ballast so that only this many GiB of the "
+                         "device pool stay free for the witness and the proofs (a smaller "
+                         "card's memory, in the process that set the keys up)")
     ap.add_argument("--setup-only", action="store_true",
                     help="with --keys-dir: record, set up, store the keys, stop")
     a = ap.parse_args(argv)
     if a.setup_only and not a.keys_dir:
         raise SystemExit("--setup-only: needs --keys-dir")
+    if a.device_budget_gib is not None and a.device_budget_gib <= 0:
+        raise SystemExit("--device-budget-gib: must be > 0")
     kinds = _names(a.kinds, KINDS, "kinds")
     sizes = _names(a.sizes, tuple(Z.SIZES), "sizes")
     if a.challenges is not None and a.challenges < 1:
@@ -889,7 +925,8 @@ def main(argv=None):
                      a.challenges, a.seed, a.force, None, budget, a.keys_in_host_memory,
                      a.circuit_dir, a.then_resident, a.streaming_reps,
                      None if a.out_of_core_gib is None else int(a.out_of_core_gib * 2**30),
-                     a.keys_dir, a.setup_only)
+                     a.keys_dir, a.setup_only,
+                     None if a.device_budget_gib is None else int(a.device_budget_gib * 2**30))
 
 
 if __name__ == "__main__":

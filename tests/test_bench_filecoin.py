@@ -448,18 +448,35 @@ def test_a_key_that_fits_without_the_merged_msms_gets_an_msm_budget(tmp_path, mo
 
 
 @pytest.mark.slow
-def test_the_16gb_mode_proves_out_of_core(tmp_path):
+def test_the_16gb_mode_proves_out_of_core(tmp_path, monkeypatch):
     """``--out-of-core-gib`` end to end (the 2KiB WindowPoSt at one challenge,
     5.6 CPU-minutes): key and matrices in host memory (the resident bytes are
     the positions only), a, b, c and h out of core in row blocks within 8 MiB,
     each MSM within 16 MiB; the proof verifies and its public inputs match.
-    A budget below the smallest row block is refused before the setup."""
+    A budget below the smallest row block is refused before the setup.  A
+    device budget holds a ballast after the setup (its size from the pool's
+    statistics, which the CPU lacks: faked here)."""
     out = tmp_path / "o.jsonl"
+    monkeypatch.setattr(F, "ballast_bytes", lambda stats, budget: 1 << 20)
     r = F.run_case("window-post", "2KiB", reps=1, challenges=1, setup_seed=3, out=str(out),
-                   msm_budget=1 << 24, keys_in_host=True, out_of_core=1 << 23).record
+                   msm_budget=1 << 24, keys_in_host=True, out_of_core=1 << 23,
+                   device_budget=1 << 30).record
+    assert r["ballast_bytes"] == 1 << 20 and r["device_budget_bytes"] == 1 << 30
     assert r["out_of_core_bytes"] == 1 << 23 and r["public_match"] and r["resident_bytes"] < 1 << 16
     assert {"msm_a", "msm_h", "spmv", "ntt"} <= set(r["stages_median_s"])
     assert any(x["case"].endswith(".verify") and x["verified"] for x in _records(out))
     small = F.run_case("window-post", "2KiB", challenges=1, msm_budget=1 << 24,
                        keys_in_host=True, out_of_core=1 << 16).record
     assert small["skipped"].startswith("out of core: evaluate_host: the smallest row block")
+
+
+def test_ballast_leaves_the_budget_free():
+    gi = 1 << 30
+    assert F.ballast_bytes({"bytes_limit": 100 * gi, "bytes_in_use": 30 * gi}, 14 * gi) == 56 * gi
+    assert F.ballast_bytes({"bytes_limit": 100 * gi, "bytes_in_use": 90 * gi}, 14 * gi) == 0
+    assert F.ballast_bytes({"bytes_limit": 103, "bytes_in_use": 0}, 2) == 100
+    assert F.ballast_bytes(None, gi) is None and F.ballast_bytes({}, gi) is None
+    with pytest.raises(ValueError, match="positive"):
+        F.ballast_bytes({"bytes_limit": 1, "bytes_in_use": 0}, 0)
+    with pytest.raises(SystemExit, match="device-budget-gib"):
+        F.main(["--kinds", "porep", "--sizes", "2KiB", "--device-budget-gib", "0"])

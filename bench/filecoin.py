@@ -592,7 +592,18 @@ def run_case(kind: str, size: str, reps: int = 5, env: dict | None = None,
     kname = keys_name(kind, size, challenges, split, m) if keys_dir else None
     stored = bool(kname) and os.path.isdir(os.path.join(keys_dir, kname))
     check = ("prove",) if stored else ("setup",) if setup_only else ("setup", "prove")
-    why = shortfall(exact, lim, check)
+    def short(p, stages):
+        """shortfall, the proving stage against ``device_budget`` where one is given."""
+        plim = lim if device_budget is None else dict(lim, device=min(lim["device"],
+                                                                      device_budget))
+        why = shortfall(p, lim, tuple(x for x in stages if x != "prove"))
+        if not why and "prove" in stages:
+            why = shortfall(p, plim, ("prove",))
+            if why and plim is not lim and "device memory" in why:
+                why = why.replace("this machine has", "the device budget is")
+        return why
+
+    why = short(exact, check)
     resident_why = resident_shortfall() and not setup_only
     if why or resident_why:
         # before refusing on the model's SpMV figure (an upper bound on the GPU, ~2x at
@@ -603,7 +614,7 @@ def run_case(kind: str, size: str, reps: int = 5, env: dict | None = None,
             spmv_bytes = xla
             exact = planned(msm_budget, keys_in_host, spmv_bytes)
             rec.update(exact.as_record("plan_"))
-            why = shortfall(exact, lim, check)
+            why = short(exact, check)
             resident_why = resident_shortfall() and not setup_only
             _say(f"the SpMV program takes {xla / 2**30:.1f} GiB by XLA's count (the model: "
                  f"{rec['spmv_bytes_model'] / 2**30:.1f} GiB)")

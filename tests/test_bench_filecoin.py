@@ -480,3 +480,12 @@ def test_ballast_leaves_the_budget_free():
         F.ballast_bytes({"bytes_limit": 1, "bytes_in_use": 0}, 0)
     with pytest.raises(SystemExit, match="device-budget-gib"):
         F.main(["--kinds", "porep", "--sizes", "2KiB", "--device-budget-gib", "0"])
+
+
+def test_a_device_budget_below_the_proofs_plan_is_refused_before_the_setup(tmp_path):
+    """The proving stage is planned against --device-budget-gib (the setup
+    against the whole pool): a budget below it stops before the setup."""
+    r = F.run_case("window-post", "2KiB", challenges=1, msm_budget=1 << 24, keys_in_host=True,
+                   out_of_core=1 << 23, device_budget=1 << 10).record
+    assert r["skipped"].startswith("prove needs about") and "setup_s" not in r
+    assert r["skipped"].endswith("the device budget is 0.0 MiB"), r["skipped"]

@@ -16,6 +16,9 @@
 #    With RESIDENT=1 the same process then places the key on the device and proves
 #    again (bench.filecoin --then-resident: one setup for both modes; the <= 1.5 s goal);
 #    STREAM_REPS=0 with it skips the streaming proofs and their compiles.
+#    With SIXTEEN=1 instead: the 16 GB mode (issue 7) — after the setup a ballast leaves
+#    ${BUDGET_GIB:-14} GiB of the pool free (bench.filecoin --device-budget-gib), a, b, c
+#    and h out of core within ${OOC_GIB:-9} GiB, each MSM within ${MSM_GIB:-5} GiB.
 # 3. the small cases $AFTER (default none).
 # $BESIDE_SH and $AFTER_SH: shell commands run after the beside list and after the after
 # list (bash -c, in the repository, $R exported; output in beside.log / after.log).
@@ -66,9 +69,13 @@ wait $REC $GPU
 say "proving"
 # JAX_LOG_COMPILES: session 14's first streaming WindowPoSt proof was still compiling after
 # 12 minutes with nothing to say where (bench.compile_log reads the lines)
+if [ -n "${SIXTEEN:-}" ]; then
+    MODE="--msm-budget-gib ${MSM_GIB:-5} --out-of-core-gib ${OOC_GIB:-9} --device-budget-gib ${BUDGET_GIB:-14}"
+else
+    MODE="--msm-budget-gib 16 ${RESIDENT:+--then-resident} ${STREAM_REPS:+--streaming-reps $STREAM_REPS}"
+fi
 JAX_LOG_COMPILES=1 JAX_EXPLAIN_CACHE_MISSES=1 XLA_PYTHON_CLIENT_MEM_FRACTION=0.95 timeout 1500 python3 -m bench.filecoin --kinds "$K" \
-    --sizes "$Z" --circuit-dir "$D" --cache --keys-in-host-memory --msm-budget-gib 16 \
-    ${RESIDENT:+--then-resident} ${STREAM_REPS:+--streaming-reps $STREAM_REPS} \
+    --sizes "$Z" --circuit-dir "$D" --cache --keys-in-host-memory $MODE \
     --no-verify --reps ${REPS:-5} --save "$R/fc" \
     --out "$R/${K}32.jsonl" > "$R/prove.log" 2>&1
 say "prove rc $?"

@@ -71,12 +71,31 @@ def _imm(v: int) -> str:
     return f"0x{v:08x}"
 
 
+def _operands(*sizes: int) -> list[list[str]]:
+    """Consecutive inline-asm operand groups: ``$0 ..`` for the first size, …"""
+    groups, k = [], 0
+    for n in sizes:
+        groups.append([f"${k + j}" for j in range(n)])
+        k += n
+    return groups
+
+
+def _minus_p_if_not_below(out, t, top: str, p) -> list[str]:
+    """out = t − p, kept where that did not borrow, else out = t (t < 2p;
+    ``top``: t's word above the L limbs, a register or ``0``)."""
+    L = len(p)
+    s = [f"sub.cc.u32 {out[0]}, {t[0]}, {_imm(p[0])};"]
+    s += [f"subc.cc.u32 {out[j]}, {t[j]}, {_imm(p[j])};" for j in range(1, L)]
+    s.append(f"subc.u32 %top, {top}, 0;")
+    s.append("setp.ne.u32 %c, %top, 0;")
+    s += [f"selp.b32 {out[j]}, {t[j]}, {out[j]}, %c;" for j in range(L)]
+    return s
+
+
 def montgomery_mul_asm(p: Sequence[int], n0: int) -> str:
     """PTX of the CIOS Montgomery product for the L-limb modulus p."""
     L = len(p)
-    out = [f"${j}" for j in range(L)]
-    a = [f"${L + j}" for j in range(L)]
-    b = [f"${2 * L + j}" for j in range(L)]
+    out, a, b = _operands(L, L, L)
     t = [f"%t{j}" for j in range(L + 1)]          # t[L] is the extra word
     s = [f"{{ .reg .u32 %t<{L + 1}>, %m, %top; .reg .pred %c;"]
     # row 0: t = a·b_0
@@ -102,12 +121,7 @@ def montgomery_mul_asm(p: Sequence[int], n0: int) -> str:
         s += [f"madc.hi.cc.u32 {t[j + 1]}, %m, {_imm(p[j])}, {t[j + 1]};" for j in range(1, L - 1)]
         s.append(f"madc.hi.u32 {t[L]}, %m, {_imm(p[L - 1])}, {t[L]};")
         t = t[1:] + t[:1]                          # t >>= 32; the zero word is the new top
-    # t < 2p: subtract p, keep t where that borrowed
-    s.append(f"sub.cc.u32 {out[0]}, {t[0]}, {_imm(p[0])};")
-    s += [f"subc.cc.u32 {out[j]}, {t[j]}, {_imm(p[j])};" for j in range(1, L)]
-    s.append(f"subc.u32 %top, {t[L]}, 0;")
-    s.append("setp.ne.u32 %c, %top, 0;")
-    s += [f"selp.b32 {out[j]}, {t[j]}, {out[j]}, %c;" for j in range(L)]
+    s += _minus_p_if_not_below(out, t, t[L], p)      # t < 2p
     s.append("}")
     return "\n".join(s)
 
@@ -117,10 +131,7 @@ def montgomery_row_asm(p: Sequence[int], n0: int) -> str:
     off): t' = (t + a·b_i + m·p) / 2^32, m = (t_0 + a_0·b_i)·n0 mod 2^32.
     Operands: t' (L words), then t (L), a (L), b_i; t < 2p in, t' < 2p out."""
     L = len(p)
-    out = [f"${j}" for j in range(L)]
-    tin = [f"${L + j}" for j in range(L)]
-    a = [f"${2 * L + j}" for j in range(L)]
-    bi = f"${3 * L}"
+    out, tin, a, (bi,) = _operands(L, L, L, 1)
     t = [f"%t{j}" for j in range(L + 1)]
     s = [f"{{ .reg .u32 %t<{L + 1}>, %m;"]
     s.append(f"mad.lo.cc.u32 {t[0]}, {a[0]}, {bi}, {tin[0]};")
@@ -144,14 +155,9 @@ def montgomery_row_asm(p: Sequence[int], n0: int) -> str:
 def cond_sub_asm(p: Sequence[int]) -> str:
     """PTX of t mod p for t < 2p (operands: result, then t)."""
     L = len(p)
-    out = [f"${j}" for j in range(L)]
-    t = [f"${L + j}" for j in range(L)]
+    out, t = _operands(L, L)
     s = ["{ .reg .u32 %top; .reg .pred %c;"]
-    s.append(f"sub.cc.u32 {out[0]}, {t[0]}, {_imm(p[0])};")
-    s += [f"subc.cc.u32 {out[j]}, {t[j]}, {_imm(p[j])};" for j in range(1, L)]
-    s.append("subc.u32 %top, 0, 0;")
-    s.append("setp.ne.u32 %c, %top, 0;")
-    s += [f"selp.b32 {out[j]}, {t[j]}, {out[j]}, %c;" for j in range(L)]
+    s += _minus_p_if_not_below(out, t, "0", p)
     s.append("}")
     return "\n".join(s)
 
@@ -159,19 +165,13 @@ def cond_sub_asm(p: Sequence[int]) -> str:
 def add_mod_asm(p: Sequence[int]) -> str:
     """PTX of (a + b) mod p for canonical a, b (2p < 2^(32L))."""
     L = len(p)
-    out = [f"${j}" for j in range(L)]
-    a = [f"${L + j}" for j in range(L)]
-    b = [f"${2 * L + j}" for j in range(L)]
+    out, a, b = _operands(L, L, L)
     u = [f"%u{j}" for j in range(L)]
     s = [f"{{ .reg .u32 %u<{L}>, %top; .reg .pred %c;"]
     s.append(f"add.cc.u32 {u[0]}, {a[0]}, {b[0]};")
     s += [f"addc.cc.u32 {u[j]}, {a[j]}, {b[j]};" for j in range(1, L - 1)]
     s.append(f"addc.u32 {u[L - 1]}, {a[L - 1]}, {b[L - 1]};")
-    s.append(f"sub.cc.u32 {out[0]}, {u[0]}, {_imm(p[0])};")
-    s += [f"subc.cc.u32 {out[j]}, {u[j]}, {_imm(p[j])};" for j in range(1, L)]
-    s.append("subc.u32 %top, 0, 0;")
-    s.append("setp.ne.u32 %c, %top, 0;")
-    s += [f"selp.b32 {out[j]}, {u[j]}, {out[j]}, %c;" for j in range(L)]
+    s += _minus_p_if_not_below(out, u, "0", p)
     s.append("}")
     return "\n".join(s)
 
@@ -179,9 +179,7 @@ def add_mod_asm(p: Sequence[int]) -> str:
 def sub_mod_asm(p: Sequence[int]) -> str:
     """PTX of (a − b) mod p for canonical a, b: subtract, add p where it borrowed."""
     L = len(p)
-    out = [f"${j}" for j in range(L)]
-    a = [f"${L + j}" for j in range(L)]
-    b = [f"${2 * L + j}" for j in range(L)]
+    out, a, b = _operands(L, L, L)
     d = [f"%d{j}" for j in range(L)]
     q = [f"%q{j}" for j in range(L)]
     s = [f"{{ .reg .u32 %d<{L}>, %q<{L}>, %mask;"]

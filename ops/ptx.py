@@ -92,6 +92,28 @@ def _minus_p_if_not_below(out, t, top: str, p) -> list[str]:
     return s
 
 
+def _mac_lines(t, tin, x, y: str, top_in: str, y_first: bool = False) -> list[str]:
+    """t (L + 1 words) = tin + x·y: x L words (registers or immediates), y
+    one word (written as the first factor with ``y_first``: immediates go
+    second); low halves in one carry chain, high halves in a second;
+    ``top_in``: tin's word L (a register or ``0``)."""
+    L = len(x)
+    xy = [f"{y}, {v}" if y_first else f"{v}, {y}" for v in x]
+    s = [f"mad.lo.cc.u32 {t[0]}, {xy[0]}, {tin[0]};"]
+    s += [f"madc.lo.cc.u32 {t[j]}, {xy[j]}, {tin[j]};" for j in range(1, L)]
+    s.append(f"addc.u32 {t[L]}, {top_in}, 0;")
+    s.append(f"mad.hi.cc.u32 {t[1]}, {xy[0]}, {t[1]};")
+    s += [f"madc.hi.cc.u32 {t[j + 1]}, {xy[j]}, {t[j + 1]};" for j in range(1, L - 1)]
+    s.append(f"madc.hi.u32 {t[L]}, {xy[L - 1]}, {t[L]};")
+    return s
+
+
+def _reduce_lines(t, p, n0: int) -> list[str]:
+    """t += m·p with m = t_0·n0 mod 2^32: the low word becomes 0."""
+    return [f"mul.lo.u32 %m, {t[0]}, {_imm(n0)};"] + _mac_lines(t, t, [_imm(v) for v in p], "%m",
+                                                                 t[len(p)], y_first=True)
+
+
 def montgomery_mul_asm(p: Sequence[int], n0: int) -> str:
     """PTX of the CIOS Montgomery product for the L-limb modulus p."""
     L = len(p)
@@ -106,20 +128,8 @@ def montgomery_mul_asm(p: Sequence[int], n0: int) -> str:
     s.append(f"addc.u32 {t[L]}, {t[L]}, 0;")
     for i in range(L):
         if i:                                      # t += a·b_i
-            s.append(f"mad.lo.cc.u32 {t[0]}, {a[0]}, {b[i]}, {t[0]};")
-            s += [f"madc.lo.cc.u32 {t[j]}, {a[j]}, {b[i]}, {t[j]};" for j in range(1, L)]
-            s.append(f"addc.u32 {t[L]}, {t[L]}, 0;")
-            s.append(f"mad.hi.cc.u32 {t[1]}, {a[0]}, {b[i]}, {t[1]};")
-            s += [f"madc.hi.cc.u32 {t[j + 1]}, {a[j]}, {b[i]}, {t[j + 1]};" for j in range(1, L - 1)]
-            s.append(f"madc.hi.u32 {t[L]}, {a[L - 1]}, {b[i]}, {t[L]};")
-        # t += m·p with m = t_0·n0: the low word becomes 0
-        s.append(f"mul.lo.u32 %m, {t[0]}, {_imm(n0)};")
-        s.append(f"mad.lo.cc.u32 {t[0]}, %m, {_imm(p[0])}, {t[0]};")
-        s += [f"madc.lo.cc.u32 {t[j]}, %m, {_imm(p[j])}, {t[j]};" for j in range(1, L)]
-        s.append(f"addc.u32 {t[L]}, {t[L]}, 0;")
-        s.append(f"mad.hi.cc.u32 {t[1]}, %m, {_imm(p[0])}, {t[1]};")
-        s += [f"madc.hi.cc.u32 {t[j + 1]}, %m, {_imm(p[j])}, {t[j + 1]};" for j in range(1, L - 1)]
-        s.append(f"madc.hi.u32 {t[L]}, %m, {_imm(p[L - 1])}, {t[L]};")
+            s += _mac_lines(t, t, a, b[i], t[L])
+        s += _reduce_lines(t, p, n0)
         t = t[1:] + t[:1]                          # t >>= 32; the zero word is the new top
     s += _minus_p_if_not_below(out, t, t[L], p)      # t < 2p
     s.append("}")
@@ -134,19 +144,7 @@ def montgomery_row_asm(p: Sequence[int], n0: int) -> str:
     out, tin, a, (bi,) = _operands(L, L, L, 1)
     t = [f"%t{j}" for j in range(L + 1)]
     s = [f"{{ .reg .u32 %t<{L + 1}>, %m;"]
-    s.append(f"mad.lo.cc.u32 {t[0]}, {a[0]}, {bi}, {tin[0]};")
-    s += [f"madc.lo.cc.u32 {t[j]}, {a[j]}, {bi}, {tin[j]};" for j in range(1, L)]
-    s.append(f"addc.u32 {t[L]}, 0, 0;")
-    s.append(f"mad.hi.cc.u32 {t[1]}, {a[0]}, {bi}, {t[1]};")
-    s += [f"madc.hi.cc.u32 {t[j + 1]}, {a[j]}, {bi}, {t[j + 1]};" for j in range(1, L - 1)]
-    s.append(f"madc.hi.u32 {t[L]}, {a[L - 1]}, {bi}, {t[L]};")
-    s.append(f"mul.lo.u32 %m, {t[0]}, {_imm(n0)};")
-    s.append(f"mad.lo.cc.u32 {t[0]}, %m, {_imm(p[0])}, {t[0]};")
-    s += [f"madc.lo.cc.u32 {t[j]}, %m, {_imm(p[j])}, {t[j]};" for j in range(1, L)]
-    s.append(f"addc.u32 {t[L]}, {t[L]}, 0;")
-    s.append(f"mad.hi.cc.u32 {t[1]}, %m, {_imm(p[0])}, {t[1]};")
-    s += [f"madc.hi.cc.u32 {t[j + 1]}, %m, {_imm(p[j])}, {t[j + 1]};" for j in range(1, L - 1)]
-    s.append(f"madc.hi.u32 {t[L]}, %m, {_imm(p[L - 1])}, {t[L]};")
+    s += _mac_lines(t, tin, a, bi, "0") + _reduce_lines(t, p, n0)
     s += [f"mov.u32 {out[j]}, {t[j + 1]};" for j in range(L)]
     s.append("}")
     return "\n".join(s)
@@ -162,15 +160,23 @@ def cond_sub_asm(p: Sequence[int]) -> str:
     return "\n".join(s)
 
 
+def _chain(op: str, d, x, y, carry_out: bool) -> list[str]:
+    """d = x op y over all words in one carry chain (op ``add`` or ``sub``);
+    ``carry_out``: the last word sets the flag too, for a reader after it."""
+    n = len(d)
+    s = [f"{op}.cc.u32 {d[0]}, {x[0]}, {y[0]};"]
+    s += [f"{op}c.cc.u32 {d[j]}, {x[j]}, {y[j]};" for j in range(1, n - 1)]
+    s.append(f"{op}c{'.cc' if carry_out else ''}.u32 {d[n - 1]}, {x[n - 1]}, {y[n - 1]};")
+    return s
+
+
 def add_mod_asm(p: Sequence[int]) -> str:
     """PTX of (a + b) mod p for canonical a, b (2p < 2^(32L))."""
     L = len(p)
     out, a, b = _operands(L, L, L)
     u = [f"%u{j}" for j in range(L)]
     s = [f"{{ .reg .u32 %u<{L}>, %top; .reg .pred %c;"]
-    s.append(f"add.cc.u32 {u[0]}, {a[0]}, {b[0]};")
-    s += [f"addc.cc.u32 {u[j]}, {a[j]}, {b[j]};" for j in range(1, L - 1)]
-    s.append(f"addc.u32 {u[L - 1]}, {a[L - 1]}, {b[L - 1]};")
+    s += _chain("add", u, a, b, carry_out=False)
     s += _minus_p_if_not_below(out, u, "0", p)
     s.append("}")
     return "\n".join(s)
@@ -183,13 +189,10 @@ def sub_mod_asm(p: Sequence[int]) -> str:
     d = [f"%d{j}" for j in range(L)]
     q = [f"%q{j}" for j in range(L)]
     s = [f"{{ .reg .u32 %d<{L}>, %q<{L}>, %mask;"]
-    s.append(f"sub.cc.u32 {d[0]}, {a[0]}, {b[0]};")
-    s += [f"subc.cc.u32 {d[j]}, {a[j]}, {b[j]};" for j in range(1, L)]
+    s += _chain("sub", d, a, b, carry_out=True)
     s.append("subc.u32 %mask, 0, 0;")
     s += [f"and.b32 {q[j]}, %mask, {_imm(p[j])};" for j in range(L)]
-    s.append(f"add.cc.u32 {out[0]}, {d[0]}, {q[0]};")
-    s += [f"addc.cc.u32 {out[j]}, {d[j]}, {q[j]};" for j in range(1, L - 1)]
-    s.append(f"addc.u32 {out[L - 1]}, {d[L - 1]}, {q[L - 1]};")
+    s += _chain("add", out, d, q, carry_out=False)
     s.append("}")
     return "\n".join(s)
 

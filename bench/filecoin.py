@@ -698,13 +698,13 @@ def run_case(kind: str, size: str, reps: int = 5, env: dict | None = None,
     rec["key_bytes"], rec["resident_bytes"] = _nbytes((pk, vk)), res.nbytes
     ballast = None
     if device_budget is not None:
-        size = ballast_bytes(jax.devices()[0].memory_stats(), device_budget)
-        rec["device_budget_bytes"], rec["ballast_bytes"] = device_budget, size
-        if size is None:
+        hold = ballast_bytes(jax.devices()[0].memory_stats(), device_budget)
+        rec["device_budget_bytes"], rec["ballast_bytes"] = device_budget, hold
+        if hold is None:
             _say("no device memory statistics here: no ballast, the budget is not enforced")
-        elif size:
-            ballast = jax.block_until_ready(jnp.zeros((size // 4,), jnp.uint32))
-            _say(f"ballast of {gib(size)} held: {gib(device_budget)} free for the proofs")
+        elif hold:
+            ballast = jax.block_until_ready(jnp.zeros((hold // 4,), jnp.uint32))
+            _say(f"ballast of {gib(hold)} held: {gib(device_budget)} free for the proofs")
 
     t = time.perf_counter()
     parts = synthetic_parts(kind, size, challenges, seed, circuit_dir)

@@ -42,7 +42,7 @@ from jax import lax
 from ops.interpret import Recorder, compile_program, run
 from ops.platform import by_platform
 from ops.limbs import Unroll
-from ops.ptx import default_ops, kernel_arith
+from ops.ptx import OPS as PTX_OPS, default_ops, kernel_arith
 
 try:  # Pallas' Triton backend; absent on exotic jaxlib builds
     from jax.experimental import pallas as pl
@@ -79,6 +79,12 @@ class KernelConfig:
     interpret: bool = False
     debug: bool = False
     ptx: tuple = default_ops()
+
+    def __post_init__(self):
+        if isinstance(self.ptx, (str, bool)) or not all(x in PTX_OPS for x in self.ptx):
+            raise ValueError(f"KernelConfig.ptx: a tuple of names from {PTX_OPS} "
+                             f"(() for none), got {self.ptx!r}")
+        object.__setattr__(self, "ptx", tuple(self.ptx))
 
 
 DEFAULT = KernelConfig()

@@ -200,6 +200,13 @@ def test_cuda_lowering_holds_one_asm_per_operation():
     assert "elementwise_inline_asm" not in lowered(KernelConfig(debug=True, ptx=()))
 
 
+def test_kernel_config_names_its_ptx_operations():
+    assert KernelConfig(ptx=["mul"]).ptx == ("mul",)
+    for bad in (True, "mul", ("mul", "inv")):
+        with pytest.raises(ValueError, match="KernelConfig.ptx"):
+            KernelConfig(ptx=bad)
+
+
 def test_default_ops_from_the_environment(monkeypatch):
     monkeypatch.delenv("JAXPROVE_PTX", raising=False)
     assert ptx.default_ops() == ptx.OPS

@@ -604,7 +604,7 @@ def run_case(kind: str, size: str, reps: int = 5, env: dict | None = None,
         return why
 
     why = short(exact, check)
-    resident_why = resident_shortfall() and not setup_only
+    resident_why = None if setup_only else resident_shortfall()
     if why or resident_why:
         # before refusing on the model's SpMV figure (an upper bound on the GPU, ~2x at
         # 32GiB WindowPoSt), ask XLA what the SpMV program takes (one compilation)
@@ -615,7 +615,7 @@ def run_case(kind: str, size: str, reps: int = 5, env: dict | None = None,
             exact = planned(msm_budget, keys_in_host, spmv_bytes)
             rec.update(exact.as_record("plan_"))
             why = short(exact, check)
-            resident_why = resident_shortfall() and not setup_only
+            resident_why = None if setup_only else resident_shortfall()
             _say(f"the SpMV program takes {xla / 2**30:.1f} GiB by XLA's count (the model: "
                  f"{rec['spmv_bytes_model'] / 2**30:.1f} GiB)")
     if why and msm_budget is None and not keys_in_host and not keys_dir:

@@ -58,7 +58,11 @@ passes do not fit.  ``--then-resident`` then places the same key on the
 device and times proofs again (a second record): one setup for both modes;
 ``--streaming-reps 0`` skips the streaming proofs (and their compiles).
 ``--out-of-core-gib`` (with ``--keys-in-host-memory``) is the 16 GB mode: the
-matrices stay in host memory too, and a, b, c and h are computed out of core.
+matrices stay in host memory too, and a, b, c and h are computed out of core;
+``--device-budget-gib`` holds a ballast after the setup so that only the card's
+memory stays free for the witness and the proofs (the setup itself needs more:
+at 32GiB ~39 GiB).  ``--keys-dir`` stores each circuit's keys after its setup
+and loads them in later runs instead of a setup (``--setup-only`` stops there).
 ``--challenges N`` scales a kind down to N challenges (per sector for PoSt,
 per partition for PoRep and SnapDeals), with the same gadgets and tree
 shapes: a smaller circuit of the same structure (the topology name says

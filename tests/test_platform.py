@@ -90,9 +90,13 @@ def test_kernel_traces_each_limb_routine_once(gpu_machine, monkeypatch):
     """Tracing a Pallas kernel traces each limb routine once per operand
     shape (``ops.field._traced_once``), not once per call: a G1 addition has
     a dozen products; tracing them all anew made the GPU's merged MSM take
-    14.6 s to trace instead of 5.4 (bench/NOTES.md session 14)."""
+    14.6 s to trace instead of 5.4 (bench/NOTES.md session 14).  The portable
+    product (with PTX a product is one asm op, no limb routine to trace)."""
+    import dataclasses
+
     from ops import limbs
-    from ops.curve import G1
+    from ops.curve import G1 as G1_
+    G1 = dataclasses.replace(G1_, config=dataclasses.replace(G1_.config, ptx=()))
     calls = []
     real = limbs.montgomery_mul
 

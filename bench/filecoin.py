@@ -417,16 +417,20 @@ def gib(b: int) -> str:
     return f"{b / 2**30:.1f} GiB" if b >= 2**30 else f"{b / 2**20:.1f} MiB"
 
 
-def shortfall(p: Plan, lim: dict, stages=("record", "setup", "prove")) -> str | None:
-    """Why the planned case cannot fit ``lim`` (``limits()``), or None."""
+def shortfall(p: Plan, lim: dict, stages=("record", "setup", "prove"),
+              has: dict | None = None) -> str | None:
+    """Why the planned case cannot fit ``lim`` (``limits()``), or None;
+    ``has``: how the message names a limit (where -> phrase; default "this
+    machine has")."""
     need = {"record": [("host", p.host_record_bytes)],
             "setup": [("device", p.setup_peak_bytes), ("host", p.host_setup_bytes)],
             "prove": [("device", p.prove_peak_bytes), ("host", p.host_prove_bytes)]}
     for stage in stages:
         for where, b in need[stage]:
             if b > lim[where]:
+                phrase = (has or {}).get(where, "this machine has")
                 return (f"{stage} needs about {gib(b)} of {where} memory for {p.rows:,} rows "
-                        f"(domain 2^{p.domain_log}), this machine has {gib(lim[where])}")
+                        f"(domain 2^{p.domain_log}), {phrase} {gib(lim[where])}")
     return None
 
 
@@ -598,14 +602,11 @@ def run_case(kind: str, size: str, reps: int = 5, env: dict | None = None,
     check = ("prove",) if stored else ("setup",) if setup_only else ("setup", "prove")
     def short(p, stages):
         """shortfall, the proving stage against ``device_budget`` where one is given."""
-        plim = lim if device_budget is None else dict(lim, device=min(lim["device"],
-                                                                      device_budget))
-        why = shortfall(p, lim, tuple(x for x in stages if x != "prove"))
-        if not why and "prove" in stages:
-            why = shortfall(p, plim, ("prove",))
-            if why and plim is not lim and "device memory" in why:
-                why = why.replace("this machine has", "the device budget is")
-        return why
+        if device_budget is None or device_budget >= lim["device"] or "prove" not in stages:
+            return shortfall(p, lim, stages)
+        return shortfall(p, lim, tuple(x for x in stages if x != "prove")) or shortfall(
+            p, dict(lim, device=device_budget), ("prove",),
+            {"device": "the device budget is"})
 
     why = short(exact, check)
     resident_why = None if setup_only else resident_shortfall()

@@ -1042,11 +1042,12 @@ def load_keys(directory: str, key: str, device=None, host: bool = False):
     return place_keys((pk, vk), device, host)
 
 
-def _to_host(v):
-    """A query vector (an array or ``SplitBases``) as numpy arrays."""
+def _map_arrays(fn, v):
+    """fn applied to a key field's arrays: an array, or a ``SplitBases``'s
+    two parts (its count n stays a Python int)."""
     if isinstance(v, M.SplitBases):
-        return M.SplitBases(np.asarray(v.bits), np.asarray(v.dense), v.n)
-    return np.asarray(v)
+        return M.SplitBases(fn(v.bits), fn(v.dense), v.n)
+    return fn(v)
 
 
 def place_keys(keys, device=None, host: bool = False):
@@ -1055,10 +1056,9 @@ def place_keys(keys, device=None, host: bool = False):
     memory and the rest on the device (streaming mode)."""
     pk, vk = keys
     dev = device or jax.devices()[0]
-    if not host:                # SplitBases keep their count n a Python int
-        put = lambda v: M.SplitBases(jax.device_put(v.bits, dev), jax.device_put(v.dense, dev),
-                                     v.n) if isinstance(v, M.SplitBases) else jax.device_put(v, dev)
-        return ProvingKey(*(put(v) for v in pk)), jax.device_put(vk, dev)
-    vectors = {f: _to_host(getattr(pk, f)) for f in POINT_VECTORS}
+    if not host:
+        put = functools.partial(jax.device_put, device=dev)
+        return ProvingKey(*(_map_arrays(put, v) for v in pk)), jax.device_put(vk, dev)
+    vectors = {f: _map_arrays(np.asarray, getattr(pk, f)) for f in POINT_VECTORS}
     small = jax.device_put(pk._replace(**{f: None for f in POINT_VECTORS}), dev)
     return small._replace(**vectors), jax.device_put(vk, dev)

@@ -455,16 +455,27 @@ def test_the_16gb_mode_proves_out_of_core(tmp_path, monkeypatch):
     each MSM within 16 MiB; the proof verifies and its public inputs match.
     A budget below the smallest row block is refused before the setup.  A
     device budget holds a ballast after the setup (its size from the pool's
-    statistics, which the CPU lacks: faked here)."""
+    statistics, which the CPU lacks: faked here).  With ``then_resident`` the
+    same process then drops the ballast and proves in core with the key on
+    the device (the 32GiB pipeline's one setup for both modes)."""
     out = tmp_path / "o.jsonl"
     monkeypatch.setattr(F, "ballast_bytes", lambda stats, budget: 1 << 20)
     r = F.run_case("window-post", "2KiB", reps=1, challenges=1, setup_seed=3, out=str(out),
                    msm_budget=1 << 24, keys_in_host=True, out_of_core=1 << 23,
-                   device_budget=1 << 30).record
-    assert r["ballast_bytes"] == 1 << 20 and r["device_budget_bytes"] == 1 << 30
-    assert r["out_of_core_bytes"] == 1 << 23 and r["public_match"] and r["resident_bytes"] < 1 << 16
-    assert {"msm_a", "msm_h", "spmv", "ntt"} <= set(r["stages_median_s"])
-    assert any(x["case"].endswith(".verify") and x["verified"] for x in _records(out))
+                   device_budget=1 << 30, then_resident=True).record
+    recs = _records(out)
+    assert [x["case"] for x in recs] == ["filecoin.window-post.circuit"] + \
+        ["filecoin.window-post"] * 2 + ["filecoin.window-post.verify"]
+    ooc = recs[1]
+    assert ooc["ballast_bytes"] == 1 << 20 and ooc["device_budget_bytes"] == 1 << 30
+    assert ooc["out_of_core_bytes"] == 1 << 23 and ooc["public_match"]
+    assert ooc["resident_bytes"] < 1 << 16 and "key_place_s" not in ooc
+    assert {"msm_a", "msm_h", "spmv", "ntt"} <= set(ooc["stages_median_s"])
+    # the in-core record: key, matrices and domain on the device, no budget
+    assert r is not ooc and r["key_place_s"] > 0 and r["public_match"]
+    assert r["out_of_core_bytes"] is None and r["ballast_bytes"] is None
+    assert r["resident_bytes"] > 1 << 16 and r["setup_s"] == ooc["setup_s"]
+    assert recs[3]["verified"] is True
     small = F.run_case("window-post", "2KiB", challenges=1, msm_budget=1 << 24,
                        keys_in_host=True, out_of_core=1 << 16).record
     assert small["skipped"].startswith("out of core: evaluate_host: the smallest row block")

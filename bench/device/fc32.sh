@@ -18,7 +18,8 @@
 #    STREAM_REPS=0 with it skips the streaming proofs and their compiles.
 #    With SIXTEEN=1 instead: the 16 GB mode (issue 7) — after the setup a ballast leaves
 #    ${BUDGET_GIB:-14} GiB of the pool free (bench.filecoin --device-budget-gib), a, b, c
-#    and h out of core within ${OOC_GIB:-9} GiB, each MSM within ${MSM_GIB:-5} GiB.
+#    and h out of core within ${OOC_GIB:-9} GiB, each MSM within ${MSM_GIB:-5} GiB; with
+#    RESIDENT=1 as well, the ballast then goes and the same key is proved resident.
 # 3. the small cases $AFTER (default none).
 # $BESIDE_SH and $AFTER_SH: shell commands run after the beside list and after the after
 # list (bash -c, in the repository, $R exported; output in beside.log / after.log).
@@ -70,7 +71,7 @@ say "proving"
 # JAX_LOG_COMPILES: session 14's first streaming WindowPoSt proof was still compiling after
 # 12 minutes with nothing to say where (bench.compile_log reads the lines)
 if [ -n "${SIXTEEN:-}" ]; then
-    MODE="--msm-budget-gib ${MSM_GIB:-5} --out-of-core-gib ${OOC_GIB:-9} --device-budget-gib ${BUDGET_GIB:-14}"
+    MODE="--msm-budget-gib ${MSM_GIB:-5} --out-of-core-gib ${OOC_GIB:-9} --device-budget-gib ${BUDGET_GIB:-14} ${RESIDENT:+--then-resident}"
 else
     MODE="--msm-budget-gib 16 ${RESIDENT:+--then-resident} ${STREAM_REPS:+--streaming-reps $STREAM_REPS}"
 fi

@@ -511,7 +511,9 @@ def run_case(kind: str, size: str, reps: int = 5, env: dict | None = None,
     within 80% of the free device memory (a second record,
     ``keys_in_host_memory`` false, ``msm_budget_bytes`` null, and
     ``_resident`` saved proofs): one setup for both modes; skipped (with a
-    message) when the plan with ``RESIDENT_MSM_FLOOR`` does not fit.
+    message) when the plan with ``RESIDENT_MSM_FLOOR`` does not fit.  After
+    the 16 GB mode (``out_of_core``, ``device_budget``) the ballast is
+    dropped and the matrices and domain go back to the device first.
     ``streaming_reps`` (default ``reps``): timed streaming proofs; 0 (only
     with ``then_resident``) skips the streaming proofs and their compiles —
     the key is still set up in host memory, then placed (the streaming

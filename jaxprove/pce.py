@@ -517,7 +517,7 @@ def evaluate_host(m: Matrices, w, budget: int, *, length: int | None = None,
                          f"bytes and {plan.rows} rows, called for {B} instances, {budget} "
                          f"bytes and {m.rows} rows of circuit {m.name!r}")
     dev = next(iter(w.devices())) if isinstance(w, jax.Array) else jax.devices()[0]
-    wt = spmv.element_major(w.reshape(Fr.L, B, m.num_vars))
+    wt = spmv.element_major_untuned(w.reshape(Fr.L, B, m.num_vars))
     coeffs = jnp.asarray(m.coeffs)
     outs = [np.empty((Fr.L, B, length), np.uint32) for _ in range(3)]
     with transfer.copy_pool() as pool:

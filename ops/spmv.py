@@ -569,6 +569,15 @@ def element_major(w):
     return jnp.transpose(w, (2, 1, 0))
 
 
+# ``element_major`` as a program of its own, compiled without autotuning: XLA
+# on the GPU (jax 0.11) profiles candidate transposes on scratch buffers the
+# size of w, a compile-time transient of 32·B·n bytes beside w that an
+# out-of-core memory plan does not count (at 2^27 variables it exhausted a
+# 14 GiB pool: bench/NOTES.md, hypothesis 43).  Top level only (jax refuses
+# compiler options on a nested jit).
+element_major_untuned = jax.jit(element_major, compiler_options={"xla_gpu_autotune_level": 0})
+
+
 def _gather_terms(wt, idx):
     """w at the columns idx (C, K) (column num_cols: zero) -> limb-major Fr
     (K, 8, B, C).  wt: element-major (num_cols, B, 8)."""

@@ -37,8 +37,13 @@ mkdir -p "$R"
 # hash the sources, so it is not carried to the next session (the XLA cache is)
 export JAXPROVE_AOT=${JAXPROVE_AOT:-/tmp/aot}
 export JAXPROVE_CACHE=${JAXPROVE_CACHE:-/tmp/jc} PYTHONUNBUFFERED=1 R
+# The 16 GB mode compiles without XLA's autotuning (${AUTOTUNE:-0}, every process alike, so
+# the warm-up's compiles are the prove step's cache hits): the autotuner profiles candidate
+# fusions on scratch buffers as large as their operands, a transient no memory plan
+# counts (a 3.89 GiB one at 2^27 ended session 23's run: bench/NOTES.md hypothesis 43).
+[ -n "${SIXTEEN:-}" ] && export XLA_FLAGS="${XLA_FLAGS:-} --xla_gpu_autotune_level=${AUTOTUNE:-0}"
 say() { echo "[$(date +%T)] $*" >> "$R/pipe.log"; }
-say "start at ${JAXPROVE_COMMIT:-unknown commit}"
+say "start at ${JAXPROVE_COMMIT:-unknown commit} XLA_FLAGS=${XLA_FLAGS:-}"
 say "$(bash "$(dirname "$0")/cache.sh" unpack 2>&1)"   # a carried cache (`carry: [".jc"]`), if any
 small() {   # kind:size ... one bench.filecoin process each (own peak), in turn
     [ $# -gt 0 ] && bash "$(dirname "$0")/kinds.sh" "$@"

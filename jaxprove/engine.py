@@ -31,7 +31,8 @@ to every MSM (``ops.msm.MSMConfig.budget_bytes``) so each MSM's working set
 is bounded and its bases are processed in chunks; with
 ``Groth16Prover(keys_in_host_memory=True)`` the proving key's point vectors
 stay in host memory, split once by the circuit's MSM positions
-(``groth16.streaming_key``: no host gathers per proof), and only the chunks
+(``groth16.streaming_key``: no host gathers per proof; one host copy for
+all devices), and only the chunks
 travel, so the device holds the matrices, the NTT domain and the working
 sets.
 
@@ -508,15 +509,21 @@ class Groth16Prover:
                 self._r1cs[spec.topology] = spec.record()
             return self._r1cs[spec.topology]
 
-    def _keys(self, spec, device):
-        """(pk, vk) on ``device``: from the key store, from this prover's host
-        copy, or (setup on first use) from a setup run once per topology.
+    def _keys(self, spec, device, m, positions):
+        """(pk, vk) on ``device``: from this prover's host copy, from the key
+        store, or (setup on first use) from a setup run once per topology;
+        ValueError if the key does not fit the circuit's matrices ``m``.
         With ``keys_in_host_memory`` the proving key's point vectors stay in
-        host memory all the way (``groth16.POINT_VECTORS``): a key larger than
-        the device never passes through it."""
+        host memory all the way (``groth16.POINT_VECTORS``), split by the
+        circuit's MSM ``positions`` (``groth16.streaming_key``: built split by
+        the setup, split one vector at a time where the store holds them
+        unsplit), and the host holds ONE copy, shared by every device (a
+        32GiB PoRep partition's key is ~70 GiB: two copies exceed the H200
+        host)."""
         import jax
 
         from jaxprove import groth16 as G
+        from ops import msm as M
         name = key_name(spec.topology)
         host = self.keys_in_host_memory
         with self._lock:
@@ -524,18 +531,27 @@ class Groth16Prover:
         with topo_lock:
             if spec.topology in self._host_keys:
                 return G.place_keys(self._host_keys[spec.topology], device, host)
-            if self.keys_dir:
-                got = G.load_keys(self.keys_dir, name, device, host=host)
-                if got is not None:
-                    return got
-            if not self.setup_on_first_use:
-                raise LookupError(f"no proving key {name!r} in key store {self.keys_dir!r} "
-                                  f"(run a setup, or enable setup on first use for tests)")
-            log.info("setup of %s (seed %s)", spec.topology, self.setup_seed)
-            keys = G.setup(self._record(spec), seed=self.setup_seed, host=host)
-            if self.keys_dir:
-                G.save_keys(*keys, self.keys_dir, name)
-            else:
+            keys = G.load_keys(self.keys_dir, name, device, host=host) if self.keys_dir else None
+            if keys is None:
+                if not self.setup_on_first_use:
+                    raise LookupError(f"no proving key {name!r} in key store {self.keys_dir!r} "
+                                      f"(run a setup, or enable setup on first use for tests)")
+                log.info("setup of %s (seed %s)", spec.topology, self.setup_seed)
+                keys = G.setup(self._record(spec), seed=self.setup_seed, host=host,
+                               positions=positions if host else None)
+                if self.keys_dir:
+                    G.save_keys(*keys, self.keys_dir, name)
+            n, n_in = G.key_num_vars(keys[0]), keys[1].ic.shape[-1]
+            if (n, n_in) != (m.num_vars, m.num_inputs):
+                raise ValueError(f"proving key {name!r} does not fit circuit {spec.topology} "
+                                 f"({n} variables, {n_in} inputs; the circuit has "
+                                 f"{m.num_vars} and {m.num_inputs})")
+            if host:
+                for f in G.SPLIT_VECTORS:     # one at a time: the key plus one vector
+                    if not isinstance(getattr(keys[0], f), M.SplitBases):
+                        keys = (G.streaming_key(keys[0], positions, (f,)), keys[1])
+                self._host_keys[spec.topology] = keys
+            elif not self.keys_dir:
                 self._host_keys[spec.topology] = jax.device_get(keys)
             return G.place_keys(keys, device, host)
 
@@ -545,7 +561,6 @@ class Groth16Prover:
         from jaxprove import groth16 as G
         from jaxprove import pce
         from ops import ntt as N
-        pk, vk = self._keys(spec, device)
         if self.pce_dir:
             m = pce.get_or_extract(lambda: self._record(spec), pce.cache_key(spec.topology),
                                    self.pce_dir)
@@ -555,15 +570,10 @@ class Groth16Prover:
         # and h needs no resident domain
         ooc = self.out_of_core_budget is not None
         m = pce.to_host(m) if ooc else jax.device_put(m, device)
-        if pk.a.shape[-1] != m.num_vars or vk.ic.shape[-1] != m.num_inputs:
-            raise ValueError(f"proving key {key_name(spec.topology)!r} does not fit circuit "
-                             f"{spec.topology} ({pk.a.shape[-1]} vs {m.num_vars} variables)")
         with jax.default_device(device):
             dom = None if ooc else N.domain(G.domain_log(m.rows))
             pos = G.msm_positions(m)
-        if self.keys_in_host_memory:     # host vectors, split once by the MSM positions,
-            for f in G.SPLIT_VECTORS:    # one at a time: the key plus one vector in host memory
-                pk = G.streaming_key(pk, pos, (f,))
+        pk, vk = self._keys(spec, device, m, pos)
         nbytes = sum(int(x.nbytes) for x in jax.tree.leaves((pk, vk, m, dom, pos))
                      if isinstance(x, jax.Array))
         # out of core a proof is one instance (a batch of B needs B times the device memory):

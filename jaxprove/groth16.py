@@ -567,8 +567,8 @@ def _prove(pk, matrices, w, seed, msm_config, domain, positions, on_stage, out_o
            host_plan):
     pce._check_witness(matrices, w)
     batch = w.shape[1:-1]
-    if _n_vars(pk) != matrices.num_vars:
-        raise ValueError(f"prove: key for {_n_vars(pk)} variables, circuit has {matrices.num_vars}")
+    if key_num_vars(pk) != matrices.num_vars:
+        raise ValueError(f"prove: key for {key_num_vars(pk)} variables, circuit has {matrices.num_vars}")
     log_m = domain_log(matrices.rows)
     m = 1 << log_m
     if pk.h.shape[-1] != m - 1:
@@ -714,7 +714,7 @@ def prove_msms(pk: ProvingKey, w, h, num_inputs: int, positions: MSMPositions, r
     if not isinstance(pk.a, M.SplitBases):
         pk = streaming_key(pk, positions)
     pv = positions.vars
-    delta_at = jnp.full((1,), _n_vars(pk), jnp.int32)
+    delta_at = jnp.full((1,), key_num_vars(pk), jnp.int32)
     pos_d = M.Positions(jnp.concatenate([jnp.asarray(pv.dense), delta_at]), jnp.asarray(pv.bits))
 
     def hook(stage):
@@ -770,7 +770,7 @@ def _streaming_sizes(n_vars: int, n_l: int, n_h: int, n_bits: int = 0,
     return [top if 4 * x >= top or x == 0 else None for x in sizes]
 
 
-def _n_vars(pk: ProvingKey) -> int:
+def key_num_vars(pk: ProvingKey) -> int:
     """The circuit's variables a key is for (a streaming key's A holds δ too)."""
     return pk.a.n - 1 if isinstance(pk.a, M.SplitBases) else pk.a.shape[-1]
 
@@ -794,7 +794,7 @@ def streaming_key(pk: ProvingKey, positions: MSMPositions,
     bad = [f for f in fields if f not in SPLIT_VECTORS or isinstance(getattr(pk, f), M.SplitBases)]
     if bad:
         raise ValueError(f"streaming_key: {', '.join(bad)} split already or not a split vector")
-    n = _n_vars(pk)
+    n = key_num_vars(pk)
     pos_d = M.Positions(np.concatenate([pv.dense, np.asarray([n], pv.dense.dtype)]), pv.bits)
     common = _streaming_sizes(n, pk.l.shape[-1], pk.h.shape[-1], len(pv.bits), len(pa.bits))
     how = {"a": (pos_d, common[0], pk.delta_g1), "b_g1": (pos_d, common[0], pk.delta_g1),

@@ -408,7 +408,8 @@ def test_groth16_prover_out_of_core_wiring(monkeypatch):
     """What the 16 GB mode changes in the engine's prover, without proving
     (the proof itself: tests/test_out_of_core.py; end to end through the
     engine: the slow test below): ``load`` keeps the PCE matrices in host
-    memory with no resident domain, the key split for streaming;
+    memory with no resident domain, the key split for streaming and held
+    once;
     ``prove`` hands ``groth16.prove`` the out-of-core budget and the
     engine's MSM budget."""
     from jaxprove import groth16 as G
@@ -421,11 +422,25 @@ def test_groth16_prover_out_of_core_wiring(monkeypatch):
     pk = G.ProvingKey(z(2, 12), z(2, 12), z(2, 2, 12), z(2, 12), z(2, 2, 12), z(2, 12, nv),
                       z(2, 12, nv), z(2, 2, 12, nv), z(2, 12, na), z(2, 12, nh))
     vk = G.VerifyingKey(z(2, 12), z(2, 2, 12), z(2, 2, 12), z(2, 2, 12), z(2, 12, m.num_inputs))
-    prover = E.Groth16Prover(keys_in_host_memory=True, out_of_core_budget=8000)
-    monkeypatch.setattr(prover, "_keys", lambda spec, device: (pk, vk))
+    prover = E.Groth16Prover(keys_dir="stored", keys_in_host_memory=True,
+                             out_of_core_budget=8000)
+    loads = []
+    monkeypatch.setattr(G, "load_keys", lambda *a, **k: loads.append(k) or (pk, vk))
     res = prover.load(spec, jax.devices()[0])
+    assert loads == [{"host": True}]
     assert all(isinstance(x, np.ndarray) for x in jax.tree.leaves(res.matrices))
-    assert res.domain is None and isinstance(res.pk.a, M.SplitBases)
+    assert res.domain is None
+    # the key split by the circuit's MSM positions, held ONCE in host memory: a second
+    # load (another device) shares its arrays and reads no store; the unsplit key is gone
+    assert all(isinstance(getattr(res.pk, f), M.SplitBases) for f in G.SPLIT_VECTORS)
+    again = prover.load(spec, jax.devices()[0])
+    assert len(loads) == 1 and again.pk.a.dense is res.pk.a.dense
+    held = prover._host_keys[spec.topology][0]
+    assert all(isinstance(getattr(held, f), M.SplitBases) for f in G.SPLIT_VECTORS)
+    # a stored key of another circuit is refused by name, before any split
+    monkeypatch.setattr(G, "load_keys", lambda *a, **k: (pk._replace(a=z(2, 12, nv + 1)), vk))
+    with pytest.raises(ValueError, match=r"does not fit circuit .*\(%d variables" % (nv + 1)):
+        E.Groth16Prover(keys_dir="stored", keys_in_host_memory=True).load(spec, jax.devices()[0])
     seen = {}
 
     def prove(pk, matrices, w, **kw):

@@ -469,7 +469,10 @@ class Groth16Prover:
     setup runs (seeded with ``setup_seed``: tests only, a seeded setup is
     insecure) and is saved to ``keys_dir`` when one is given (else kept in
     host memory for the other devices).  PCE matrices come from
-    ``pce.get_or_extract`` in ``pce_dir`` (or are extracted in memory).
+    ``pce.get_or_extract`` in ``pce_dir`` (or are extracted in memory),
+    once per topology, and stay in host memory for every device's load
+    (a 32GiB PoRep partition's: 8 GiB); the recorded circuit is dropped
+    once its matrices and keys exist.
     ``keys_in_host_memory``: keep the proving key's point vectors in host
     memory (streaming mode, with the engine's ``msm_budget_bytes``).
     ``verify_on_host``: the self-check pairing runs on the host CPU (the
@@ -501,6 +504,7 @@ class Groth16Prover:
         self._lock = threading.Lock()
         self._topo_locks: dict[str, threading.Lock] = {}
         self._r1cs: dict[str, Any] = {}
+        self._matrices: dict[str, Any] = {}
         self._host_keys: dict[str, Any] = {}
 
     def _record(self, spec):
@@ -508,6 +512,25 @@ class Groth16Prover:
             if spec.topology not in self._r1cs:
                 self._r1cs[spec.topology] = spec.record()
             return self._r1cs[spec.topology]
+
+    def _topo_lock(self, topology: str) -> threading.Lock:
+        with self._lock:
+            return self._topo_locks.setdefault(topology, threading.Lock())
+
+    def _host_matrices(self, spec):
+        """The circuit's PCE matrices in host memory, extracted once per
+        topology (from ``pce_dir`` where given) and shared by every device:
+        each load puts them on its device (out of core they stay here)."""
+        from jaxprove import pce
+        with self._topo_lock(spec.topology):
+            if spec.topology not in self._matrices:
+                if self.pce_dir:
+                    m = pce.get_or_extract(lambda: self._record(spec),
+                                           pce.cache_key(spec.topology), self.pce_dir)
+                else:
+                    m = pce.extract(self._record(spec))
+                self._matrices[spec.topology] = pce.to_host(m)
+            return self._matrices[spec.topology]
 
     def _keys(self, spec, device, m, positions):
         """(pk, vk) on ``device``: from this prover's host copy, from the key
@@ -526,9 +549,7 @@ class Groth16Prover:
         from ops import msm as M
         name = key_name(spec.topology)
         host = self.keys_in_host_memory
-        with self._lock:
-            topo_lock = self._topo_locks.setdefault(spec.topology, threading.Lock())
-        with topo_lock:
+        with self._topo_lock(spec.topology):
             if spec.topology in self._host_keys:
                 return G.place_keys(self._host_keys[spec.topology], device, host)
             keys = G.load_keys(self.keys_dir, name, device, host=host) if self.keys_dir else None
@@ -553,6 +574,9 @@ class Groth16Prover:
                 self._host_keys[spec.topology] = keys
             elif not self.keys_dir:
                 self._host_keys[spec.topology] = jax.device_get(keys)
+            # with the matrices and the keys kept, the recorded circuit is not needed again
+            with self._lock:
+                self._r1cs.pop(spec.topology, None)
             return G.place_keys(keys, device, host)
 
     def load(self, spec, device) -> Resident:
@@ -561,15 +585,11 @@ class Groth16Prover:
         from jaxprove import groth16 as G
         from jaxprove import pce
         from ops import ntt as N
-        if self.pce_dir:
-            m = pce.get_or_extract(lambda: self._record(spec), pce.cache_key(spec.topology),
-                                   self.pce_dir)
-        else:
-            m = pce.extract(self._record(spec))
         # out of core the matrices stay in host memory (row blocks go to the device per proof)
         # and h needs no resident domain
         ooc = self.out_of_core_budget is not None
-        m = pce.to_host(m) if ooc else jax.device_put(m, device)
+        m = self._host_matrices(spec)
+        m = m if ooc else jax.device_put(m, device)
         with jax.default_device(device):
             dom = None if ooc else N.domain(G.domain_log(m.rows))
             pos = G.msm_positions(m)

@@ -46,7 +46,7 @@ import jax.numpy as jnp
 from jax import lax
 import numpy as np
 
-from jaxprove import pce, store
+from jaxprove import memory, pce, store
 from ops import aot, encoding
 from ops import four_step as FS
 from ops import msm as M
@@ -536,8 +536,10 @@ def prove(pk: ProvingKey, matrices: pce.Matrices, w, seed: int | None = None,
     (``h_coefficients_host``); ``domain`` is not used.  h (8, *batch,
     m − 1) stays in host memory until its MSM (the last) copies it to the
     device whole, and the MSMs run within ``msm_config.budget_bytes``,
-    which defaults to the same budget.  The proof is bit for bit that of
-    the in-core path with the same MSM configuration and seed.
+    which defaults to the same budget.  A step that runs out of device
+    memory (the budgets are estimates) runs again within half its budget
+    (``memory.halving``).  The proof is bit for bit that of the in-core
+    path with the same MSM configuration and seed.
     ``host_plan`` (``pce.host_plan(matrices, batch, out_of_core_budget)``,
     built once per circuit and batch size, like ``domain`` and
     ``positions``): the SpMV's row blocks prepared in pinned host memory;
@@ -643,18 +645,26 @@ def _h_out_of_core(matrices: pce.Matrices, w, log_m: int, budget: int, lap, host
     """h (8, *batch, m − 1) in host memory, computed out of core within
     ``budget`` device bytes per program: host a, b, c (8, *batch, m) from
     ``pce.evaluate_host`` (checked in row blocks; ``host_plan``, if given),
-    then
-    ``h_coefficients_resident`` where the budget holds two vectors and a
-    line's program (h fetched back to the host, so the other MSMs see the
-    device as before), else ``h_coefficients_host`` (stages spmv, ntt)."""
-    a, b, c, first = lap("spmv", pce.evaluate_host(matrices, w, budget, length=1 << log_m,
-                                                   check=True, plan=host_plan))
+    then ``h_coefficients_resident`` where the budget holds two vectors and
+    a line's program (h fetched back to the host, so the other MSMs see the
+    device as before), else ``h_coefficients_host`` (stages spmv, ntt).
+    Each of the two steps that runs out of device memory runs again within
+    half its budget (``memory.halving``: the budgets are estimates; the
+    SpMV then cuts its row blocks per call instead of ``host_plan``'s)."""
+    def spmv(b):
+        return pce.evaluate_host(matrices, w, b, length=1 << log_m, check=True,
+                                 plan=host_plan if b == budget else None)
+
+    def h(b):
+        try:
+            resident_chunks(a, log_m, b)
+        except ValueError:
+            return h_coefficients_host(a, bb, c, log_m, b)
+        return transfer.fetch(h_coefficients_resident(a, bb, c, log_m, b))
+
+    a, bb, c, first = lap("spmv", memory.halving(spmv, budget, "prove: the out-of-core SpMV"))
     _refuse_unsatisfied(matrices, first)
-    try:
-        resident_chunks(a, log_m, budget)
-    except ValueError:
-        return lap("ntt", h_coefficients_host(a, b, c, log_m, budget))
-    return lap("ntt", transfer.fetch(h_coefficients_resident(a, b, c, log_m, budget)))
+    return lap("ntt", memory.halving(h, budget, "prove: the out-of-core h"))
 
 
 def prove_msms(pk: ProvingKey, w, h, num_inputs: int, positions: MSMPositions, r, s,
@@ -724,16 +734,10 @@ def prove_msms(pk: ProvingKey, w, h, num_inputs: int, positions: MSMPositions, r
         # the working sets are estimates (session 11: a sort buffer 25% above its share):
         # on running out of device memory the MSM is run again within half the budget
         cfg = msm_config
-        for retry in range(MSM_RETRIES + 1):
-            try:
-                return jax.block_until_ready(run(cfg))
-            except jax.errors.JaxRuntimeError as e:
-                if not _out_of_memory(e) or cfg is None or cfg.budget_bytes is None \
-                        or retry == MSM_RETRIES:
-                    raise
-                log.warning("prove: an MSM ran out of device memory within %d bytes; again "
-                            "within %d", cfg.budget_bytes, cfg.budget_bytes // 2)
-                cfg = dataclasses.replace(cfg, budget_bytes=cfg.budget_bytes // 2)
+        if cfg is None or cfg.budget_bytes is None:
+            return jax.block_until_ready(run(cfg))
+        return memory.halving(lambda b: run(dataclasses.replace(cfg, budget_bytes=b)),
+                              cfg.budget_bytes, "prove: an MSM", MSM_RETRIES)
 
     def split(stage, curve, bases, scalars, positions):
         return lap(stage, retried(lambda cfg: M.msm_split(curve, bases, scalars, positions, cfg,
@@ -756,7 +760,7 @@ def prove_msms(pk: ProvingKey, w, h, num_inputs: int, positions: MSMPositions, r
     return lap("combine", _combine(fixed, msm_a, msm_b1, msm_b2, msm_l, msm_h, r, s))
 
 
-MSM_RETRIES = 2             # halvings of the MSM budget after running out of device memory
+MSM_RETRIES = memory.RETRIES     # halvings of the MSM budget after running out of device memory
 
 
 def _streaming_sizes(n_vars: int, n_l: int, n_h: int, n_bits: int = 0,
@@ -818,11 +822,6 @@ def _free_device_bytes(x) -> int | None:
         return None
     free = int(0.8 * (st["bytes_limit"] - st.get("bytes_in_use", 0)))
     return 1 << (free.bit_length() - 1) if free > 0 else 0
-
-
-def _out_of_memory(e: Exception) -> bool:
-    """Whether a JAX runtime error is the device running out of memory."""
-    return isinstance(e, jax.errors.JaxRuntimeError) and "RESOURCE_EXHAUSTED" in str(e)
 
 
 def _merged_bytes(pk: ProvingKey, w, positions: MSMPositions, cfg: M.MSMConfig) -> int:

@@ -60,7 +60,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from circuits import cs
-from jaxprove import store
+from jaxprove import memory, store
 from ops import aot, spmv, transfer
 from ops.field import Fr
 
@@ -461,16 +461,24 @@ def _write_rows(out: np.ndarray, r0: int, r1: int, y, pool) -> None:
     list(pool.map(lambda i: np.copyto(out[i][:, r0:r1], src[i][:, :r1 - r0]), range(Fr.L)))
 
 
+CHECK_ALIGN = 1 << 12   # rows: a multiple of every power-of-two lane block bn ≤ 4096 (ops.elementwise)
+
+
 def first_bad_host(a: np.ndarray, b: np.ndarray, c: np.ndarray, rows: int,
                    budget: int, pool=None) -> np.ndarray:
     """As ``is_satisfied``'s first_bad over host a, b, c (8, B, ≥ rows):
     the first of rows [0, rows) with a·b != c per instance (int (B,), −1
     where satisfied).  Blocks of C rows (the last one overlapping its
     predecessor: one program), 5 vectors' worth (a, b, c, a·b, the
-    comparison) of 32·B·C bytes within ``budget``, put one limb plane per
+    comparison) of 32·B·C bytes within ``budget``, C a multiple of
+    ``CHECK_ALIGN`` where it can be (so that Fr.mul's kernel pads no copies
+    of a and b: with C = 60.4M rows those two copies took a 32GiB partition's
+    check past its budget, bench/NOTES.md session 24), put one limb plane per
     task on ``pool`` (``ops.transfer.put_planes``; default: a pool of its own)."""
     B = a.shape[1]
     C = min(rows, budget // (5 * 32 * B))
+    if C > CHECK_ALIGN:
+        C -= C % CHECK_ALIGN
     if rows and C < 1:
         raise ValueError(f"evaluate_host: the satisfaction check needs {5 * 32 * B} device "
                          f"bytes per row, over the budget of {budget}")
@@ -503,7 +511,8 @@ def evaluate_host(m: Matrices, w, budget: int, *, length: int | None = None,
     estimate ``block_bytes`` (the element-major witness and the table stay
     for the whole evaluation).  With ``check``, also the first row with
     a·b != c per instance (int (*batch,), −1 where satisfied, as
-    ``is_satisfied``; ``first_bad_host``)."""
+    ``is_satisfied``; ``first_bad_host``, run again within half the budget
+    where the device runs out of memory: ``memory.halving``)."""
     _check_witness(m, w)
     batch = w.shape[1:-1]
     B = math.prod(batch)
@@ -533,7 +542,8 @@ def evaluate_host(m: Matrices, w, budget: int, *, length: int | None = None,
             if pending is not None:
                 _write_rows(out, *pending, pool)
         del wt
-        first = first_bad_host(*outs, m.rows, budget, pool) if check else None
+        first = memory.halving(lambda b: first_bad_host(*outs, m.rows, b, pool), budget,
+                               "evaluate_host: the satisfaction check") if check else None
     outs = tuple(x.reshape((Fr.L,) + batch + (length,)) for x in outs)
     return outs + (first.reshape(batch),) if check else outs
 

@@ -435,6 +435,8 @@ def test_groth16_prover_out_of_core_wiring(monkeypatch):
     assert all(isinstance(getattr(res.pk, f), M.SplitBases) for f in G.SPLIT_VECTORS)
     again = prover.load(spec, jax.devices()[0])
     assert len(loads) == 1 and again.pk.a.dense is res.pk.a.dense
+    # the matrices extracted once and shared; the recorded circuit dropped after the load
+    assert again.matrices is res.matrices and prover._r1cs == {}
     held = prover._host_keys[spec.topology][0]
     assert all(isinstance(getattr(held, f), M.SplitBases) for f in G.SPLIT_VECTORS)
     # a stored key of another circuit is refused by name, before any split

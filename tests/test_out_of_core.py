@@ -87,6 +87,58 @@ def test_evaluate_host_equals_evaluate(random_circuit, layout, budget, monkeypat
     assert np.array_equal(first, np.asarray(pce.satisfied(*want)[1]))
 
 
+def test_the_check_runs_again_within_half_the_budget(random_circuit, monkeypatch):
+    """evaluate_host's satisfaction check that runs out of device memory is
+    run again within half the budget (``memory.halving``), same verdict."""
+    r1cs, w = random_circuit
+    m = pce.extract(r1cs, **LAYOUTS["ell"])
+    host, budget, seen = pce.to_host(m), 10**6, []
+    real = pce.first_bad_host
+
+    def check(a, b, c, rows, bud, pool=None):
+        seen.append(bud)
+        if bud == budget:
+            raise jax.errors.JaxRuntimeError("RESOURCE_EXHAUSTED: Out of memory")
+        return real(a, b, c, rows, bud, pool)
+
+    monkeypatch.setattr(pce, "first_bad_host", check)
+    first = pce.evaluate_host(host, w, budget, check=True)[3]
+    assert seen == [budget, budget // 2]
+    assert np.array_equal(first, np.asarray(pce.satisfied(*pce.evaluate(m, w))[1]))
+
+
+def test_out_of_core_h_steps_run_again_within_half_the_budget(monkeypatch):
+    """groth16's out-of-core h: the SpMV (without the prepared plan, which is
+    cut for the full budget) and the NTT each run again within half their
+    budget where the device runs out of memory; other errors propagate."""
+    budget, log_m, calls = 1 << 20, 4, []
+    a = np.zeros((8, 1, 1 << log_m), np.uint32)
+    oom = jax.errors.JaxRuntimeError("RESOURCE_EXHAUSTED: Out of memory")
+
+    def evaluate_host(m, w, b, *, length, check, plan):
+        calls.append(("spmv", b, plan))
+        if b == budget:
+            raise oom
+        return a, a, a, np.array([-1])
+
+    def resident(x, y, z, lm, b):
+        calls.append(("h", b))
+        if b == budget:
+            raise oom
+        return jnp.ones((8, 1, (1 << lm) - 1), jnp.uint32)
+
+    monkeypatch.setattr(pce, "evaluate_host", evaluate_host)
+    monkeypatch.setattr(G, "h_coefficients_resident", resident)
+    m = pce.Matrices(*([None] * 8), "fake", 1, 1, 1)
+    h = G._h_out_of_core(m, None, log_m, budget, lambda name, x: x, host_plan="plan")
+    assert calls == [("spmv", budget, "plan"), ("spmv", budget // 2, None),
+                     ("h", budget), ("h", budget // 2)]
+    assert isinstance(h, np.ndarray) and h.shape == (8, 1, 15) and h.all()
+    monkeypatch.setattr(G, "h_coefficients_resident", lambda *x: int("x"))
+    with pytest.raises(ValueError):
+        G._h_out_of_core(m, None, log_m, budget, lambda name, x: x)
+
+
 @pytest.mark.parametrize("layout", list(LAYOUTS))
 def test_row_blocks_any_cut_and_padding(random_circuit, layout):
     """``RowBlocks.smallest`` is the per-axis largest one-row block; a padded
@@ -146,6 +198,35 @@ def test_evaluate_host_budget_too_small(random_circuit):
         pce.evaluate_host(host, w, 5000)
     with pytest.raises(ValueError, match="length"):
         pce.evaluate_host(host, w, 10**9, length=host.rows - 1)
+
+
+def test_first_bad_host_blocks_are_aligned_and_find_the_first_bad_row(monkeypatch):
+    """The out-of-core satisfaction check over host a, b, c: blocks of a
+    multiple of ``CHECK_ALIGN`` rows when the budget allows more (no padded
+    copies in Fr.mul's kernel), the last one overlapping; the first row with
+    a·b != c per instance, checked against Python ints."""
+    rows, B = 3 * pce.CHECK_ALIGN + 100, 2
+    rng = np.random.default_rng(7)
+    av = [[int(x) for x in rng.integers(0, 2**62, rows)] for _ in range(B)]
+    bv = [[int(x) for x in rng.integers(0, 2**62, rows)] for _ in range(B)]
+    cv = [[x * y % Fr.p for x, y in zip(p, q)] for p, q in zip(av, bv)]
+    a, b = (np.asarray(Fr.from_int(v)) for v in (av, bv))       # (8, B, rows) Montgomery
+    bad = {0: 2 * pce.CHECK_ALIGN + 60, 1: None}                  # instance -> corrupted row
+    cv[0][bad[0]] = (cv[0][bad[0]] + 1) % Fr.p
+    cv[0][rows - 1] = 0                                           # a later bad row: not first
+    c = np.asarray(Fr.from_int(cv))
+    seen = []
+    real = pce.satisfied
+    monkeypatch.setattr(pce, "satisfied", lambda *x: seen.append(x[0].shape) or real(*x))
+    budget = 5 * 32 * B * (2 * pce.CHECK_ALIGN + 50)             # room for 8242 rows
+    got = pce.first_bad_host(a, b, c, rows, budget)
+    assert got.tolist() == [bad[0], -1]
+    assert seen == [(8, B, 2 * pce.CHECK_ALIGN)] * 2
+    assert pce.first_bad_host(a, b, np.asarray(Fr.from_int(
+        [[x * y % Fr.p for x, y in zip(p, q)] for p, q in zip(av, bv)])), rows,
+        budget).tolist() == [-1, -1]
+    with pytest.raises(ValueError, match="per row, over the budget"):
+        pce.first_bad_host(a, b, c, rows, 5 * 32 * B - 1)
 
 
 @pytest.fixture(scope="module")

@@ -1,0 +1,43 @@
+"""Device-memory budgets that hold under estimation error.
+
+A program's device bytes are planned from byte counts (``pce.block_bytes``,
+``ops.msm`` working sets, ``ops.four_step.step_bytes``); the counts miss what
+the compiler adds (padding copies, scratch, a sort buffer 25% above its
+share: bench/NOTES.md sessions 11 and 24).  ``halving`` runs a step within
+a budget and, where the device runs out of memory, again within half of it,
+so a plan that is a little off costs time, not the proof.
+"""
+from __future__ import annotations
+
+import logging
+from typing import Callable, TypeVar
+
+import jax
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+RETRIES = 2          # halvings after running out of device memory
+
+
+def out_of_memory(e: BaseException) -> bool:
+    """Whether a JAX runtime error is the device running out of memory."""
+    return isinstance(e, jax.errors.JaxRuntimeError) and "RESOURCE_EXHAUSTED" in str(e)
+
+
+def halving(run: Callable[[int], T], budget: int, what: str, retries: int = RETRIES) -> T:
+    """``run(budget)``; where it runs out of device memory, ``run(budget // 2)``
+    (a logged warning), at most ``retries`` times; the last failure, and any
+    other error, propagates.  ``run`` must leave its inputs as they were when
+    it fails (each try starts over).  The result is made ready inside the
+    try (``jax.block_until_ready``), so an asynchronous failure is caught."""
+    for retry in range(retries + 1):
+        try:
+            return jax.block_until_ready(run(budget))
+        except jax.errors.JaxRuntimeError as e:
+            if not out_of_memory(e) or retry == retries or budget < 2:
+                raise
+            log.warning("%s ran out of device memory within %d bytes; again within %d",
+                        what, budget, budget // 2)
+            budget //= 2
+    raise AssertionError("unreachable")

@@ -1,0 +1,45 @@
+"""jaxprove.memory: a step that runs out of device memory runs again within
+half its budget; nothing else is retried."""
+from __future__ import annotations
+
+import jax
+import pytest
+
+from jaxprove import memory
+
+OOM = "RESOURCE_EXHAUSTED: Out of memory while trying to allocate 1.80GiB"
+
+
+def flaky(fits: int, seen: list, message: str = OOM):
+    """A step that needs ``fits`` bytes: the device runs out above that."""
+    def run(budget):
+        seen.append(budget)
+        if budget > fits:
+            raise jax.errors.JaxRuntimeError(message)
+        return budget
+    return run
+
+
+def test_halving_retries_out_of_memory_within_half_the_budget(caplog):
+    seen = []
+    assert memory.halving(flaky(300, seen), 1000, "a step") == 250
+    assert seen == [1000, 500, 250]
+    assert "a step ran out of device memory within 1000 bytes; again within 500" in caplog.text
+    seen.clear()
+    with pytest.raises(jax.errors.JaxRuntimeError, match="RESOURCE_EXHAUSTED"):
+        memory.halving(flaky(100, seen), 1000, "a step")          # two halvings: not enough
+    assert seen == [1000, 500, 250]
+    seen.clear()
+    assert memory.halving(flaky(100, seen), 1000, "a step", retries=4) == 62
+    seen.clear()
+    with pytest.raises(jax.errors.JaxRuntimeError, match="INTERNAL"):
+        memory.halving(flaky(0, seen, "INTERNAL: something else"), 1000, "a step")
+    assert seen == [1000]                                          # other errors: never again
+    with pytest.raises(ValueError):
+        memory.halving(lambda b: int("x"), 1000, "a step")
+
+
+def test_out_of_memory_is_the_runtime_error_only():
+    assert memory.out_of_memory(jax.errors.JaxRuntimeError(OOM))
+    assert not memory.out_of_memory(jax.errors.JaxRuntimeError("INTERNAL: no"))
+    assert not memory.out_of_memory(MemoryError(OOM))

@@ -46,6 +46,11 @@ any setup.
   ``bench.filecoin.plan`` estimate) unless ``--msm-budget-gb``.
   ``--msm-budget-gb`` alone keeps the keys on the device and bounds only
   the MSMs (separate, chunked passes instead of the merged ones).
+  ``--out-of-core-gb O`` with ``--budget-gb``: the 16 GB mode at full size
+  (``Groth16Prover(out_of_core_budget=)``): the PCE matrices stay in host
+  memory too and a, b, c and h are computed out of core within O GiB
+  (nothing resident on the device; the MSM budget defaults to G − 32·(n +
+  max(n, m)) bytes, w and its copy beside the MSMs).
   ``--devices D``: the first D local devices, one engine worker each (the
   partitions of a job spread over them); a 1-device and a 2-device record
   give the scaling ratio (``throughput_proofs_per_s`` of each).
@@ -86,6 +91,7 @@ and the command.
 
     python -m bench.engine --case porep_shaped --rows 130278541 --partitions 10 --proofs 5
     python -m bench.engine --case porep_shaped --rows 130278541 --budget-gb 16
+    python -m bench.engine --case porep_shaped --budget-gb 16 --out-of-core-gb 9
     python -m bench.engine --case porep_shaped --devices 2 --proofs 6
     python -m bench.engine --case mixed --rows 130278541 --winning 10 --winning-every 5
 
@@ -125,6 +131,8 @@ PUBLIC_BITS = 256                  # XOR results packed into the public inputs (
 DENSE_VAR_FRACTION = 0.0163        # non-boolean variables of the 2KiB PoRep circuit, recorded
 GIB = 1 << 30
 MIN_MSM_BUDGET = 8 << 20           # below this an MSM budget is taken as "does not fit"
+R1CS_BYTES_PER_ROW = 100           # a recorded circuit, kept until its keys exist (89 measured:
+                                   # porep-shaped, 4·10^5 rows, session 24)
 GOALS = {"s_per_proof": 15.0, "s_per_proof_budget_16gb": 60.0, "scaling_2_devices": 1.8,
          "winning_post_s": 1.0}
 ANCHORS = {"cuzk_s_per_proof_rtx5070ti": 36.7, "cuzk_winning_post_s": 0.8}
@@ -303,31 +311,45 @@ class KindPlan(NamedTuple):
     work_bytes: int            # proving's device working set beyond the resident entry
     merged_work_bytes: int     # the same with the merged MSM passes
     record_bytes: int          # host, while recording and extracting
-    host_key_bytes: int        # host copies of the key (the engine's; + streaming's)
+    setup_host_bytes: int      # host during the setup: the recorded circuit, matrices, key
+    host_bytes: int            # host from then on: the key's one host copy and the
+                               # matrices; out of core also a, b, c, h (4 vectors of m)
 
 
-def kind_plan(kind: str, counts: Counts, budget: int | None, msm_budget: int | None) -> KindPlan:
+def kind_plan(kind: str, counts: Counts, budget: int | None, msm_budget: int | None,
+              out_of_core: int | None = None) -> KindPlan:
     """``bench.filecoin.plan`` for a circuit of known counts (every non-bit
     variable taken as dense).  Without an MSM budget ``groth16.prove_msms``
     merges the MSMs only when that fits 80% of the free device memory, else
     chunks them within it, so the working set counts ``MIN_MSM_BUDGET`` for
     the MSMs (``merged_work_bytes``: with the merged passes).  The engine
-    keeps a host copy of keys it set up; with a budget the keys stay in host
-    memory (a second host copy)."""
+    keeps one host copy of the key (with a budget the key's vectors stay
+    there, split: ``Groth16Prover(keys_in_host_memory=True)``).
+    ``out_of_core`` (bytes, with a budget; the 16 GB mode,
+    ``Groth16Prover(out_of_core_budget=)``): the matrices stay in host
+    memory too, nothing is resident on the device, and proving holds w and
+    the larger of the out-of-core steps and the MSMs' stage."""
     from bench import filecoin as BF
     host_keys = budget is not None
+    if out_of_core is not None and not host_keys:
+        raise ValueError("kind_plan: out_of_core needs a budget (keys in host memory)")
     matrices = BF.MATRIX_BYTES_PER_ROW * counts.rows
 
-    def plan(msm, host=host_keys):
+    def plan(msm, host=host_keys, ooc=out_of_core):
         return BF.plan(counts.rows, counts.num_vars, counts.num_aux,
-                       counts.num_vars - counts.bit_vars, matrices, msm, host)
+                       counts.num_vars - counts.bit_vars, matrices, msm, host,
+                       out_of_core=ooc if host else None)
 
     p = plan(MIN_MSM_BUDGET if msm_budget is None else msm_budget)
-    resident = matrices + (0 if host_keys else p.key_bytes)
+    if out_of_core is None:       # the engine keeps the matrices in host memory too
+        resident, host = matrices + (0 if host_keys else p.key_bytes), p.key_bytes + matrices
+    else:
+        resident, host = 0, p.host_prove_bytes
     setup = plan(msm_budget, host=False).setup_peak_bytes     # the engine sets up on the device
     return KindPlan(kind, counts.rows, p.key_bytes, matrices, setup, resident,
                     p.prove_peak_bytes - resident, plan(msm_budget).prove_peak_bytes - resident,
-                    p.host_record_bytes, p.key_bytes * (2 if host_keys else 1))
+                    p.host_record_bytes, R1CS_BYTES_PER_ROW * counts.rows + matrices
+                    + p.key_bytes, host)
 
 
 def _post_counts(kind: str, size: str) -> Counts:
@@ -338,11 +360,18 @@ def _post_counts(kind: str, size: str) -> Counts:
     return Counts(constraints + inputs + 1, inputs + 1, constraints, 0)
 
 
-def msm_budget_for(counts: Counts, budget: int) -> int:
+def msm_budget_for(counts: Counts, budget: int, out_of_core: int | None = None) -> int:
     """The MSM budget left within ``budget`` bytes once the matrices and the
-    NTT buffers (``bench.filecoin.plan``, keys in host memory) are counted."""
-    p = kind_plan(KIND, counts, budget, 0)
-    return budget - p.resident_bytes - p.work_bytes
+    NTT buffers (``bench.filecoin.plan``, keys in host memory) are counted;
+    out of core, once the MSMs' stage holds w and its copy (w ‖ r, or h):
+    32·(num_vars + max(num_vars, m))."""
+    if out_of_core is None:
+        p = kind_plan(KIND, counts, budget, 0)
+        return budget - p.resident_bytes - p.work_bytes
+    from bench import filecoin as BF
+    from jaxprove import groth16 as G
+    m = 1 << G.domain_log(counts.rows)
+    return budget - BF.FR_BYTES * (counts.num_vars + max(counts.num_vars, m))
 
 
 def plan_case(plans: list[KindPlan], budget: int | None, msm_budget: int | None,
@@ -351,12 +380,17 @@ def plan_case(plans: list[KindPlan], budget: int | None, msm_budget: int | None,
     per worker: setup = the largest setup peak + the other kinds' resident
     entries; proving = every kind resident + the largest working set (with a
     budget: within the budget, and the MSM budget at least
-    ``MIN_MSM_BUDGET``); host: the largest recording + every key's host
-    copies."""
+    ``MIN_MSM_BUDGET``); host: the kinds are set up in turn, each while
+    the earlier ones hold their host bytes: the largest of those sums with
+    each kind's recording or setup, and all kinds' host bytes."""
     resident = sum(p.resident_bytes for p in plans)
     setup = max(p.setup_peak_bytes + resident - p.resident_bytes for p in plans)
     prove = resident + max(p.work_bytes for p in plans)
-    host = max(p.record_bytes for p in plans) + sum(p.host_key_bytes for p in plans)
+    host = held = 0
+    for p in plans:
+        host = max(host, held + max(p.record_bytes, p.setup_host_bytes))
+        held += p.host_bytes
+    host = max(host, held)
     rec = {"est_key_bytes": {p.kind: p.key_bytes for p in plans},
            "est_matrices_bytes": {p.kind: p.matrices_bytes for p in plans},
            "est_setup_peak_bytes": setup, "est_prove_peak_bytes": prove,
@@ -370,7 +404,8 @@ def plan_case(plans: list[KindPlan], budget: int | None, msm_budget: int | None,
             return rec, (f"the matrices and NTT buffers of {what} need about "
                          f"{_gib(prove - msm_budget)}, leaving {_gib(max(msm_budget, 0))} of the "
                          f"{_gib(budget)} budget for the MSMs (at least "
-                         f"{_gib(MIN_MSM_BUDGET)} needed)")
+                         f"{_gib(MIN_MSM_BUDGET)} needed; --out-of-core-gb keeps them in "
+                         f"host memory)")
         if prove > budget:
             return rec, f"proving {what} needs about {_gib(prove)}, over the {_gib(budget)} budget"
     for stage, need, where in (("setup", setup, "device"), ("proving", prove, "device"),
@@ -476,13 +511,15 @@ class _Finished:
 
 def _engine(registry, devices, budget: int | None, msm_budget: int | None, verify: bool,
             keys_dir: str | None, setup_seed: int | None, finished: _Finished,
-            prover=None) -> E.Engine:
+            prover=None, out_of_core: int | None = None) -> E.Engine:
     """An engine making real Groth16 proofs (unless another ``prover`` is
     given), setup on first use (CSPRNG unless ``setup_seed``: tests only),
-    streaming mode when ``budget``."""
+    streaming mode when ``budget``, out of core within ``out_of_core``
+    bytes (the 16 GB mode)."""
     if prover is None:
         prover = E.Groth16Prover(keys_dir, None, setup_on_first_use=True, setup_seed=setup_seed,
-                                 keys_in_host_memory=budget is not None)
+                                 keys_in_host_memory=budget is not None,
+                                 out_of_core_budget=out_of_core)
     config = E.EngineConfig(budget_bytes=budget, msm_budget_bytes=msm_budget, verify=verify)
     return E.Engine(registry, config, prover, devices, on_finished=finished)
 
@@ -521,27 +558,38 @@ def _preload(eng, kinds, say) -> dict:
     return out
 
 
-def _base_record(case, rows, partitions, devices, budget, msm_budget, verify, env, command):
+def _base_record(case, rows, partitions, devices, budget, msm_budget, verify, env, command,
+                 out_of_core=None):
     return {"case": f"engine.{case}", "rows": rows, "partitions": partitions,
             "devices": len(devices), "device_names": [str(d) for d in devices],
             "budget_bytes": budget, "budget_gib": None if budget is None else budget / GIB,
             "msm_budget_bytes": msm_budget, "keys_in_host_memory": budget is not None,
+            "out_of_core_bytes": out_of_core,
             "verify": verify, "goals": GOALS, "anchors": ANCHORS,
             "command": command or argv_command(), **env}
 
 
-def _budgets(counts: Counts, budget_gib, msm_budget_gib):
-    """(budget bytes or None, MSM budget bytes or None) from the GiB options
-    (an MSM budget alone: keys stay on the device, the MSMs run in chunks)."""
-    for name, v in (("budget_gb", budget_gib), ("msm_budget_gb", msm_budget_gib)):
+def _budgets(counts: Counts, budget_gib, msm_budget_gib, out_of_core_gib=None):
+    """(budget, MSM budget, out-of-core budget), each bytes or None, from the
+    GiB options (an MSM budget alone: keys stay on the device, the MSMs run
+    in chunks; out of core: within a budget only, and below it)."""
+    for name, v in (("budget_gb", budget_gib), ("msm_budget_gb", msm_budget_gib),
+                    ("out_of_core_gb", out_of_core_gib)):
         if v is not None and not v > 0:
             raise ValueError(f"{name} must be > 0 GiB, got {v!r}")
+    ooc = None if out_of_core_gib is None else int(out_of_core_gib * GIB)
     if budget_gib is None:
-        return None, None if msm_budget_gib is None else int(msm_budget_gib * GIB)
+        if ooc is not None:
+            raise ValueError("out_of_core_gb needs budget_gb (the 16 GB mode keeps the keys "
+                             "in host memory)")
+        return None, None if msm_budget_gib is None else int(msm_budget_gib * GIB), None
     budget = int(budget_gib * GIB)
+    if ooc is not None and ooc >= budget:
+        raise ValueError(f"out_of_core_gb ({out_of_core_gib}) must be below budget_gb "
+                         f"({budget_gib}): the witness lives beside it")
     if msm_budget_gib is not None:
-        return budget, int(msm_budget_gib * GIB)
-    return budget, msm_budget_for(counts, budget)
+        return budget, int(msm_budget_gib * GIB), ooc
+    return budget, msm_budget_for(counts, budget, ooc), ooc
 
 
 def _refuse(rec, why, force, out, say):
@@ -584,13 +632,15 @@ def run_porep_shaped(rows: int = DEFAULT_ROWS, partitions: int = DEFAULT_PARTITI
                      verify: bool = True, msm_budget_gib: float | None = None,
                      keys_dir: str | None = None, setup_seed: int | None = None, seed: int = 0,
                      force: bool = False, env: dict | None = None, out: str | None = None,
-                     command: str | None = None, say: Callable = _say, prover=None) -> Run:
+                     command: str | None = None, say: Callable = _say, prover=None,
+                     out_of_core_gib: float | None = None) -> Run:
     """Latency of one job of ``partitions`` partitions and the throughput of
     ``proofs`` jobs at once (module docstring); emits the records and returns
     the final one with the jobs.  ``seed``: the jobs' input seeds (inputs
     are not secret); ``setup_seed``: a seeded, insecure setup (tests);
     ``prover``: an ``engine.Prover`` instead of ``Groth16Prover`` (tests of
-    the orchestration)."""
+    the orchestration); ``out_of_core_gib``: with ``budget_gib``, the 16 GB
+    mode (matrices in host memory, a, b, c, h out of core within it)."""
     for name, v in (("partitions", partitions), ("proofs", proofs)):
         if isinstance(v, bool) or not isinstance(v, int) or v < 1:
             raise ValueError(f"{name} must be a positive integer, got {v!r}")
@@ -598,25 +648,26 @@ def run_porep_shaped(rows: int = DEFAULT_ROWS, partitions: int = DEFAULT_PARTITI
     spec = porep_shaped_spec(rows)
     shape = shape_for_rows(rows)
     counts = circuit_counts(shape)
-    budget, msm_budget = _budgets(counts, budget_gib, msm_budget_gib)
+    budget, msm_budget, ooc = _budgets(counts, budget_gib, msm_budget_gib, out_of_core_gib)
     env = environment() if env is None else env
     rec = _base_record("porep_shaped", rows, partitions, devs, budget, msm_budget, verify, env,
-                       command)
+                       command, ooc)
     rec.update(phase="plan", proofs=proofs, topology=spec.topology, shape=shape._asdict(),
                num_vars=counts.num_vars, bit_vars=counts.bit_vars)
     from bench import filecoin as BF
-    est, why = plan_case([kind_plan(KIND, counts, budget, msm_budget)], budget, msm_budget,
-                         BF.limits())
+    est, why = plan_case([kind_plan(KIND, counts, budget, msm_budget, ooc)], budget,
+                         msm_budget, BF.limits())
     rec.update(est)
     say(f"porep-shaped {rows:,} rows = {shape.blocks} SHA-256 blocks + {shape.pairs} XORs + "
         f"{shape.singles} bits + {shape.dense} squares; key ~"
         f"{_gib(est['est_key_bytes'][KIND])}, {partitions} partitions, {proofs} proofs, "
-        f"{len(devs)} device(s), budget {'none' if budget is None else _gib(budget)}")
+        f"{len(devs)} device(s), budget {'none' if budget is None else _gib(budget)}"
+        f"{'' if ooc is None else f', out of core within {_gib(ooc)}'}")
     _refuse(rec, why, force, out, say)
 
     finished = _Finished()
     eng = _engine(E.Registry([spec]), devs, budget, msm_budget, verify, keys_dir, setup_seed,
-                  finished, prover)
+                  finished, prover, ooc)
     rng = random.Random(seed)
     inputs_of, jobs = {}, {}
 
@@ -697,7 +748,8 @@ def run_mixed(rows: int = DEFAULT_ROWS, partitions: int = DEFAULT_PARTITIONS,
               verify: bool = True, msm_budget_gib: float | None = None,
               keys_dir: str | None = None, setup_seed: int | None = None, seed: int = 0,
               force: bool = False, env: dict | None = None, out: str | None = None,
-              command: str | None = None, say: Callable = _say, prover=None) -> Run:
+              command: str | None = None, say: Callable = _say, prover=None,
+              out_of_core_gib: float | None = None) -> Run:
     """PoRep-shaped jobs kept in flight while WinningPoSt (and WindowPoSt)
     jobs arrive (module docstring); emits the records and returns the final
     one with the jobs.  ``window_every`` None or 0: no WindowPoSt jobs (the
@@ -717,9 +769,10 @@ def run_mixed(rows: int = DEFAULT_ROWS, partitions: int = DEFAULT_PARTITIONS,
     posts = _post_specs(post, post_size, post_rows, rows)
     if not window_every:        # no WindowPoSt jobs: its kind is neither set up nor compiled
         del posts["window"]
-    budget, msm_budget = _budgets(counts, budget_gib, msm_budget_gib)
+    budget, msm_budget, ooc = _budgets(counts, budget_gib, msm_budget_gib, out_of_core_gib)
     env = environment() if env is None else env
-    rec = _base_record("mixed", rows, partitions, devs, budget, msm_budget, verify, env, command)
+    rec = _base_record("mixed", rows, partitions, devs, budget, msm_budget, verify, env, command,
+                       ooc)
     rec.update(phase="plan", topology=spec.topology, shape=shape._asdict(), post=post,
                post_kinds={k: f"{s.kind}/{s.sector_size}" for k, s in posts.items()},
                post_topologies={k: s.topology for k, s in posts.items()},
@@ -727,11 +780,11 @@ def run_mixed(rows: int = DEFAULT_ROWS, partitions: int = DEFAULT_PARTITIONS,
                post_rows=(post_rows or rows) if post == "standin" else None,
                winning=winning, winning_every_s=winning_every, window_every_s=window_every,
                inflight=inflight)
-    plans = [kind_plan(KIND, counts, budget, msm_budget)]
+    plans = [kind_plan(KIND, counts, budget, msm_budget, ooc)]
     for k, s in posts.items():
         c = _post_counts(s.kind, post_size) if post == "real" \
             else circuit_counts(shape_for_rows(s.sector_size))
-        plans.append(kind_plan(s.kind, c, budget, msm_budget))
+        plans.append(kind_plan(s.kind, c, budget, msm_budget, ooc))
     from bench import filecoin as BF
     est, why = plan_case(plans, budget, msm_budget, BF.limits())
     rec.update(est)
@@ -743,7 +796,7 @@ def run_mixed(rows: int = DEFAULT_ROWS, partitions: int = DEFAULT_PARTITIONS,
 
     finished = _Finished()
     eng = _engine(E.Registry([spec, *posts.values()]), devs, budget, msm_budget, verify,
-                  keys_dir, setup_seed, finished, prover)
+                  keys_dir, setup_seed, finished, prover, ooc)
     rng = random.Random(seed)
     say("making the PoSt inputs")
     pool = {k: [s.synthetic(rng) for _ in range(2)] for k, s in posts.items()}
@@ -838,6 +891,9 @@ def main(argv=None):
     ap.add_argument("--msm-budget-gb", type=float, default=None,
                     help="MSM budget in GiB (default: what --budget-gb leaves; alone: keys "
                          "stay on the device, MSMs in chunks)")
+    ap.add_argument("--out-of-core-gb", type=float, default=None,
+                    help="with --budget-gb: the 16 GB mode, PCE matrices in host memory and "
+                         "a, b, c, h computed out of core within this many GiB")
     ap.add_argument("--devices", type=int, default=1, help="local devices (one worker each)")
     ap.add_argument("--winning", type=int, default=10, help="mixed: WinningPoSt jobs")
     ap.add_argument("--winning-every", type=float, default=5.0, help="mixed: seconds apart")
@@ -860,7 +916,7 @@ def main(argv=None):
         from jaxprove.cache import enable_compilation_cache
         enable_compilation_cache()
     common = dict(rows=a.rows, partitions=a.partitions, budget_gib=a.budget_gb,
-                  msm_budget_gib=a.msm_budget_gb, devices=a.devices, verify=not a.no_verify,
+                  msm_budget_gib=a.msm_budget_gb, out_of_core_gib=a.out_of_core_gb, devices=a.devices, verify=not a.no_verify,
                   keys_dir=a.keys_dir, seed=a.seed, force=a.force, out=a.out)
     try:
         if a.case == "porep_shaped":

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import time
 
+import jax
 import numpy as np
 import pytest
 
@@ -95,6 +96,25 @@ def test_plan_refuses_before_setup(tmp_path):
     msm = B.msm_budget_for(counts, budget)
     est, why = B.plan_case([B.kind_plan(B.KIND, counts, budget, msm)], budget, msm, lim)
     assert msm < B.MIN_MSM_BUDGET and "budget for the MSMs" in why   # NTT buffers alone > 16 GiB
+    # the 16 GB mode (out of core within 9 GiB): nothing resident, the MSMs within what w and
+    # its copy leave, the key held once in host memory beside the matrices and a, b, c, h
+    ooc = 9 * B.GIB
+    msm = B.msm_budget_for(counts, budget, ooc)
+    m = 1 << 27
+    assert msm == budget - 32 * (counts.num_vars + max(counts.num_vars, m))
+    plan = B.kind_plan(B.KIND, counts, budget, msm, ooc)
+    assert plan.resident_bytes == 0
+    assert plan.host_bytes == plan.key_bytes + plan.matrices_bytes + 4 * 32 * m
+    est, why = B.plan_case([plan], budget, msm, lim)
+    assert why is None and est["est_prove_peak_bytes"] <= budget
+    assert est["est_host_bytes"] == max(plan.record_bytes, plan.setup_host_bytes,
+                                        plan.host_bytes) < lim["host"]
+    # kinds set up in turn: each records and sets up while the earlier ones hold their bytes
+    two = B.plan_case([plan, plan], budget, msm, dict(lim, host=10**15))[0]["est_host_bytes"]
+    assert two == plan.host_bytes + max(plan.record_bytes, plan.setup_host_bytes,
+                                        plan.host_bytes)
+    with pytest.raises(ValueError, match="needs a budget"):
+        B.kind_plan(B.KIND, counts, None, None, ooc)
     small = B.circuit_counts(B.shape_for_rows(ROWS))
     assert B.plan_case([B.kind_plan(B.KIND, small, None, None)], None, None, lim)[1] is None
     t = time.perf_counter()
@@ -113,6 +133,9 @@ def test_plan_refuses_before_setup(tmp_path):
     ({"rows": 10}, "rows must be an integer"),
     ({"budget_gib": -1.0}, "budget_gb must be > 0"),
     ({"msm_budget_gib": 0.0}, "msm_budget_gb must be > 0"),
+    ({"out_of_core_gib": 0.0, "budget_gib": 1.0}, "out_of_core_gb must be > 0"),
+    ({"out_of_core_gib": 0.5}, "out_of_core_gb needs budget_gb"),
+    ({"out_of_core_gib": 1.0, "budget_gib": 1.0}, "must be below budget_gb"),
 ])
 def test_bad_arguments(kwargs, msg):
     args = dict(rows=ROWS, partitions=2, proofs=2, say=lambda m: None)
@@ -171,11 +194,12 @@ FIELDS = ("case", "rows", "partitions", "devices", "budget_bytes", "setup_s", "l
 def test_porep_shaped_case_with_stand_in_prover(tmp_path):
     out = tmp_path / "r.jsonl"
     delay = 0.2
-    for budget, msm in ((None, None), (0.01, None), (None, 0.009)):
+    for budget, msm, ooc in ((None, None, None), (0.01, None, None), (None, 0.009, None),
+                             (0.01, None, 0.004)):
         prover = StandInProver(delay)
         run = B.run_porep_shaped(rows=ROWS, partitions=2, proofs=3, budget_gib=budget,
                                  msm_budget_gib=msm, out=str(out), say=lambda m: None,
-                                 prover=prover, command="test")
+                                 prover=prover, command="test", out_of_core_gib=ooc)
         rec = run.record
         assert all(rec.get(f) is not None or f in ("budget_bytes", "peak_bytes")
                    for f in FIELDS), [f for f in FIELDS if f not in rec]
@@ -197,8 +221,13 @@ def test_porep_shaped_case_with_stand_in_prover(tmp_path):
             assert rec["budget_bytes"] == int(0.01 * B.GIB) and rec["keys_in_host_memory"]
             assert prover.msm_budgets == {rec["msm_budget_bytes"]}
             assert B.MIN_MSM_BUDGET <= rec["msm_budget_bytes"] < rec["budget_bytes"]
+        assert rec["out_of_core_bytes"] == (None if ooc is None else int(ooc * B.GIB))
     phases = [json.loads(x)["phase"] for x in out.read_text().splitlines()]
-    assert phases == ["setup", "latency", "done"] * 3
+    assert phases == ["setup", "latency", "done"] * 4
+    # without a stand-in, the 16 GB mode's budget reaches the real prover
+    eng = B._engine(E.Registry([B.porep_shaped_spec(ROWS)]), jax.devices()[:1], 1 << 30,
+                    1 << 28, True, None, None, B._Finished(), None, 1 << 29)
+    assert eng.prover.out_of_core_budget == 1 << 29 and eng.prover.keys_in_host_memory
 
 
 def test_mixed_case_serves_winning_post_first(tmp_path):

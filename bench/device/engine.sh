@@ -8,7 +8,9 @@
 # 1. the carried compilation cache unpacked (bench/device/cache.sh);
 # 2. porep_shaped: $ROWS rows (default 4,000,000) x $PARTS partitions (10), 5 proofs:
 #    latency and steady-state throughput, keys resident;
-# 3. the same within a 16 GiB budget (streaming mode: the 16 GB-card path);
+# 3. the same within a 16 GiB budget (streaming mode: the 16 GB-card path); `ooc`: within
+#    16 GiB in the 16 GB mode (matrices in host memory, a, b, c, h out of core within
+#    ${OOC_GIB:-9} GiB), the step that fits at the full ROWS=130278541;
 # 4. mixed: PoRep-shaped jobs in flight while the real 32GiB WinningPoSt arrives every 5 s
 #    (its latency under load).  Every step runs under JAX_LOG_COMPILES=1 and
 #    JAX_EXPLAIN_CACHE_MISSES=1 (hypotheses 26, 30:
@@ -32,6 +34,8 @@ for step in ${STEPS:-shaped budget mixed}; do
     case $step in
     shaped) cmd="$E --case porep_shaped --proofs 5" ;;
     budget) cmd="$E --case porep_shaped --proofs 5 --budget-gb 16" ;;
+    ooc)    cmd="env XLA_FLAGS=--xla_gpu_autotune_level=0 $E --case porep_shaped --proofs 5 \
+--budget-gb 16 --out-of-core-gb ${OOC_GIB:-9}" ;;   # no autotuning transients: as fc32.sh
     mixed)  cmd="$E --case mixed --post real --post-size 32GiB \
 --window-every 0 --winning 6 --winning-every 5 --inflight 2" ;;
     *) say "unknown step $step"; continue ;;

@@ -72,6 +72,19 @@ def peak_memory_bytes():
         return None
 
 
+def host_rss_bytes() -> tuple[int | None, int]:
+    """(resident, peak resident) host bytes of this process: VmRSS and VmHWM
+    from /proc/self/status (None and ``ru_maxrss`` where there is none)."""
+    import resource
+    try:
+        with open("/proc/self/status") as f:
+            kib = {k: int(v.split()[0]) for k, _, v in (line.partition(":") for line in f)
+                   if k in ("VmRSS", "VmHWM")}
+        return kib["VmRSS"] * 1024, kib["VmHWM"] * 1024
+    except (OSError, KeyError, ValueError):
+        return None, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
 class InUseSampler:
     """The largest ``bytes_in_use`` of the first device seen while the block
     runs, polled every ``every`` seconds on a thread (``max_bytes``; None where

@@ -313,7 +313,8 @@ class KindPlan(NamedTuple):
     record_bytes: int          # host, while recording and extracting
     setup_host_bytes: int      # host during the setup: the recorded circuit, matrices, key
     host_bytes: int            # host from then on: the key's one host copy and the
-                               # matrices; out of core also a, b, c, h (4 vectors of m)
+                               # matrices; out of core the matrices' prepared row
+                               # blocks too and a, b, c, h (4 vectors of m)
 
 
 def kind_plan(kind: str, counts: Counts, budget: int | None, msm_budget: int | None,

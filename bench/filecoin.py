@@ -98,7 +98,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from bench.common import InUseSampler, argv_command, emit, environment, peak_memory_bytes
+from bench.common import (InUseSampler, argv_command, emit, environment, host_rss_bytes,
+                          peak_memory_bytes)
 from circuits.filecoin import sizes as Z
 from jaxprove import engine as E
 from jaxprove import filecoin_kinds as FK
@@ -121,7 +122,11 @@ MATRIX_BYTES_PER_ROW = 100
 
 
 def _say(msg):
-    print(f"[{time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
+    """A progress line on stderr: time, host memory (resident/peak: the
+    32GiB 16 GB mode's host limit, bench/NOTES.md session 25), message."""
+    rss, peak = host_rss_bytes()
+    mem = f"host {'?' if rss is None else f'{rss / 2**30:.1f}'}/{peak / 2**30:.1f} GiB"
+    print(f"[{time.strftime('%H:%M:%S')}] ({mem}) {msg}", file=sys.stderr, flush=True)
 
 
 # ---------------------------------------------------------------- the cases
@@ -343,7 +348,9 @@ def plan(rows: int, num_vars: int, num_aux: int, dense_vars: int, matrices_bytes
     the device; prove peak = w + the larger of the budget (SpMV row blocks,
     NTT sweeps) and the MSMs' stage (w ‖ r or h, 32·max(num_vars, m), + the
     MSM budget, which defaults to the same budget); host while proving =
-    the key + the matrices + a, b, c and h (4 vectors of m)."""
+    the key + the matrices twice (``to_host``'s and the prepared
+    ``pce.host_plan``'s pinned row blocks) + a, b, c and h (4 vectors of m:
+    the h steps overwrite a and b)."""
     log_m = G.domain_log(rows)
     m = 1 << log_m
     g1, g2 = G1_AFFINE * (2 * num_vars + num_aux + m - 1), G2_AFFINE * num_vars
@@ -373,7 +380,7 @@ def plan(rows: int, num_vars: int, num_aux: int, dense_vars: int, matrices_bytes
                                                    else msm_budget)
         return Plan(rows, log_m, HOST_BYTES_PER_ROW * rows, key, setup,
                     FR_BYTES * num_vars + max(out_of_core, msm_stage), host_setup,
-                    key + matrices_bytes + 4 * FR_BYTES * m)
+                    key + 2 * matrices_bytes + 4 * FR_BYTES * m)
     return Plan(rows, log_m, HOST_BYTES_PER_ROW * rows, key, setup,
                 (0 if keys_in_host else key) + matrices_bytes
                 + FR_BYTES * (DOMAIN_VECTORS * m + num_vars) + max(stages),
@@ -755,6 +762,7 @@ def run_case(kind: str, size: str, reps: int = 5, env: dict | None = None,
         if ballast is not None and timing["proofs_in_use_max_bytes"] is not None:
             rec["proofs_in_use_max_bytes_less_ballast"] = \
                 timing["proofs_in_use_max_bytes"] - rec["ballast_bytes"]
+    rec["host_rss_peak_bytes"] = host_rss_bytes()[1]      # the process so far (VmHWM)
     emit(rec, out)
     if save and streaming_reps:
         _save(save, f"{kind}_{size}{suffix}", vk, proof, public)
@@ -784,7 +792,7 @@ def run_case(kind: str, size: str, reps: int = 5, env: dict | None = None,
                "key_place_s": place, "out_of_core_bytes": None, "device_budget_bytes": None,
                "ballast_bytes": None, "proofs_in_use_max_bytes_less_ballast": None,
                "resident_bytes": res.nbytes, "after_streaming_in_process": True,
-               "reps": reps,
+               "reps": reps, "host_rss_peak_bytes": host_rss_bytes()[1],
                "command": argv_command()}
         emit(rec, out)
         if save:

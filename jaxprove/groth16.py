@@ -323,11 +323,13 @@ def _check_vectors(who: str, a, b, c, log_m: int) -> None:
 
 
 def h_coefficients_host(a: np.ndarray, b: np.ndarray, c: np.ndarray, log_m: int, budget: int,
-                        log_n1: int | None = None) -> np.ndarray:
+                        log_n1: int | None = None, *, overwrite: bool = False) -> np.ndarray:
     """``_h_coefficients`` out of core: host a, b, c ``(8, *batch, m)`` (not
-    modified) -> host h ``(8, *batch, m − 1)`` (a view of an m-long buffer),
-    equal bit for bit, with at most ``budget`` device bytes per program
-    (``ops.four_step``; split m = n1·n2, n1 = 2^log_n1).
+    modified, unless ``overwrite``: then they are the sweeps' work buffers
+    and h is written over b, so host memory holds three vectors, not
+    seven) -> host h ``(8, *batch, m − 1)`` (a view of an m-long buffer), equal bit for bit,
+    with at most ``budget`` device bytes per program (``ops.four_step``;
+    split m = n1·n2, n1 = 2^log_n1).
 
     The three transforms are four sweeps, fusing passes that share an axis:
       A  columns, each vector: intt's first pass (natural in);
@@ -354,7 +356,7 @@ def h_coefficients_host(a: np.ndarray, b: np.ndarray, c: np.ndarray, log_m: int,
         return functools.partial(FS.stages_program, tabs=tabs, dom=dom[axis], stages=stages,
                                  axis=axis, out_axis=out_axis, log_n=log_m)
 
-    work = [np.empty_like(x) for x in (a, b, c)]
+    work = _writable(a, b, c) if overwrite else [np.empty_like(x) for x in (a, b, c)]
     views = [FS.matrix(w, n1) for w in work]
     inv = FS.Stage(True)
     pass_a = program("col", "col", FS.Stage(True, twiddle=True))
@@ -364,16 +366,19 @@ def h_coefficients_host(a: np.ndarray, b: np.ndarray, c: np.ndarray, log_m: int,
         FS.sweep(pass_b, [(v, "row")], [(v, "row")], n1, chunk("row", 1))
     pass_c = functools.partial(_quotient_columns, tabs=tabs, dom=dom["col"], log_m=log_m)
     FS.sweep(pass_c, [(v, "col") for v in views], [(views[0], "col")], n2, chunk("col", 3))
-    h = np.empty_like(a)
+    h = work[1] if overwrite else np.empty_like(a)       # b's buffer: read by sweep C only
     pass_d = program("row", "col", FS.Stage(True, post_coset=True))
     FS.sweep(pass_d, [(views[0], "row")], [(FS.matrix(h, n2), "col")], n1, chunk("row", 1))
     return h[..., :-1]
 
 
 def h_coefficients_resident(a: np.ndarray, b: np.ndarray, c: np.ndarray, log_m: int,
-                            budget: int, log_n1: int | None = None) -> jax.Array:
+                            budget: int, log_n1: int | None = None, *,
+                            overwrite: bool = False) -> jax.Array:
     """``h_coefficients_host`` with whole vectors on the device (hypothesis 39,
-    bench/NOTES.md): host a, b, c ``(8, *batch, m)`` (not modified) -> h
+    bench/NOTES.md): host a, b, c ``(8, *batch, m)`` (not modified, unless
+    ``overwrite``: then a's and b's transforms come back into their buffers,
+    and host memory holds three vectors, not five) -> h
     ``(8, *batch, m − 1)`` on the device, equal bit for bit, holding at most
     two vectors plus one block program's ``ops.four_step.step_bytes`` within
     ``budget`` (ValueError if that cannot hold one line).
@@ -406,8 +411,13 @@ def h_coefficients_resident(a: np.ndarray, b: np.ndarray, c: np.ndarray, log_m: 
                                      axis=axis, log_n=log_m, chunk=k)
         return v
 
+    def back(v, x, pool):   # host (8, *batch, n1, n2): a new buffer, or x's
+        return fetch_into(FS.matrix(x, n1), v, pool) if overwrite else transfer.fetch(v)
+
+    if overwrite:
+        _writable(a, b)
     with transfer.copy_pool() as pool:
-        ea, eb = (transfer.fetch(sweeps_a_b(x, pool)) for x in (a, b))   # host (8, *b, n1, n2)
+        ea, eb = (back(sweeps_a_b(x, pool), x, pool) for x in (a, b))
         t = sweeps_a_b(c, pool)
         k = chunks["quotient"]
         for q0 in range(0, n2, k):
@@ -423,6 +433,22 @@ def h_coefficients_resident(a: np.ndarray, b: np.ndarray, c: np.ndarray, log_m: 
                                      chunk=k)
     del t
     return h.reshape(a.shape)[..., :-1]
+
+
+def fetch_into(out: np.ndarray, x: jax.Array, pool) -> np.ndarray:
+    """out (writable host, x's shape ``(8, ...)``) = x (device), a limb
+    plane per task on ``pool``: host memory beyond out is a plane at a time
+    per task, not a second vector."""
+    list(pool.map(lambda i: np.copyto(out[i], transfer.fetch(x[i])), range(out.shape[0])))
+    return out
+
+
+def _writable(*xs: np.ndarray) -> list[np.ndarray]:
+    """xs, each checked writable (the out-of-core h's ``overwrite``)."""
+    for x in xs:
+        if not x.flags.writeable:
+            raise ValueError("h: overwrite needs writable host vectors, got a read-only one")
+    return list(xs)
 
 
 def resident_chunks(x: np.ndarray, log_m: int, budget: int,
@@ -645,25 +671,43 @@ def _h_out_of_core(matrices: pce.Matrices, w, log_m: int, budget: int, lap, host
     """h (8, *batch, m − 1) in host memory, computed out of core within
     ``budget`` device bytes per program: host a, b, c (8, *batch, m) from
     ``pce.evaluate_host`` (checked in row blocks; ``host_plan``, if given),
-    then ``h_coefficients_resident`` where the budget holds two vectors and
-    a line's program (h fetched back to the host, so the other MSMs see the
-    device as before), else ``h_coefficients_host`` (stages spmv, ntt).
-    Each of the two steps that runs out of device memory runs again within
-    half its budget (``memory.halving``: the budgets are estimates; the
-    SpMV then cuts its row blocks per call instead of ``host_plan``'s)."""
+    then, over a's, b's and c's buffers (``overwrite``: three vectors in host
+    memory, where the 32GiB partition's 16 GB mode ran out of host memory
+    with five, bench/NOTES.md session 25), ``h_coefficients_resident``
+    where the budget holds two vectors and a line's program (h fetched back
+    into a's buffer, so the other MSMs see the device as before), else
+    ``h_coefficients_host`` (h in b's buffer; stages spmv, ntt).
+    Each step that runs out of device memory runs again within half its
+    budget (``memory.halving``: the budgets are estimates): the SpMV then
+    cuts its row blocks per call instead of ``host_plan``'s; h starts over
+    from a new SpMV at the budget that served (its failed try overwrote a
+    and b; the ntt stage's time then includes that SpMV)."""
     def spmv(b):
         return pce.evaluate_host(matrices, w, b, length=1 << log_m, check=True,
                                  plan=host_plan if b == budget else None)
 
+    served = []                     # the SpMV's budget that served
+
+    def evaluated(what):
+        def run(b):
+            served[:] = [b]
+            return spmv(b)
+        return memory.halving(run, served[0] if served else budget, what)
+
+    abc = [lap("spmv", evaluated("prove: the out-of-core SpMV"))]
+    _refuse_unsatisfied(matrices, abc[0][3])
+
     def h(b):
+        a, bb, c, _ = abc.pop() if abc else evaluated("prove: the out-of-core SpMV, again")
         try:
             resident_chunks(a, log_m, b)
         except ValueError:
-            return h_coefficients_host(a, bb, c, log_m, b)
-        return transfer.fetch(h_coefficients_resident(a, bb, c, log_m, b))
+            return h_coefficients_host(a, bb, c, log_m, b, overwrite=True)
+        h = h_coefficients_resident(a, bb, c, log_m, b, overwrite=True)
+        del bb, c
+        with transfer.copy_pool() as pool:
+            return fetch_into(a[..., :-1], h, pool)
 
-    a, bb, c, first = lap("spmv", memory.halving(spmv, budget, "prove: the out-of-core SpMV"))
-    _refuse_unsatisfied(matrices, first)
     return lap("ntt", memory.halving(h, budget, "prove: the out-of-core h"))
 
 

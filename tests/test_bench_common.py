@@ -1,11 +1,13 @@
 """bench.common.InUseSampler: the largest bytes_in_use seen while a block
 runs (the proofs' own device peak, which the allocator's process-wide peak
-cannot give after a larger setup)."""
+cannot give after a larger setup); host_rss_bytes."""
 import threading
 import time
 
 import jax
+import numpy as np
 
+from bench import common
 from bench.common import InUseSampler
 
 
@@ -39,3 +41,13 @@ def test_sampler_without_memory_stats_says_none(monkeypatch):
     with InUseSampler() as s:
         time.sleep(0.01)
     assert s.max_bytes is None
+
+
+def test_host_rss_counts_touched_memory():
+    """``host_rss_bytes``: the resident bytes grow by a touched 256 MiB
+    buffer, and the peak is never below them."""
+    rss0, _ = common.host_rss_bytes()
+    x = np.ones(256 << 18, np.uint32)           # 256 MiB, written
+    rss1, peak = common.host_rss_bytes()
+    assert rss0 is not None and rss1 - rss0 >= 200 << 20 and peak >= rss1
+    del x

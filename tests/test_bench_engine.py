@@ -104,7 +104,7 @@ def test_plan_refuses_before_setup(tmp_path):
     assert msm == budget - 32 * (counts.num_vars + max(counts.num_vars, m))
     plan = B.kind_plan(B.KIND, counts, budget, msm, ooc)
     assert plan.resident_bytes == 0
-    assert plan.host_bytes == plan.key_bytes + plan.matrices_bytes + 4 * 32 * m
+    assert plan.host_bytes == plan.key_bytes + 2 * plan.matrices_bytes + 4 * 32 * m
     est, why = B.plan_case([plan], budget, msm, lim)
     assert why is None and est["est_prove_peak_bytes"] <= budget
     assert est["est_host_bytes"] == max(plan.record_bytes, plan.setup_host_bytes,

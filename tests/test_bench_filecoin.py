@@ -197,7 +197,9 @@ def test_cases_that_cannot_fit_are_refused_before_recording(tmp_path, monkeypatc
                            out_of_core=6 << 30)
     assert F.shortfall(o, card, ("record", "prove")) is None
     assert o.prove_peak_bytes == 32 * o.rows + 32 * (1 << 27) + (6 << 30)   # w + h + MSM budget
-    assert o.host_prove_bytes > o.key_bytes + 4 * 32 * (1 << 27)
+    # key, matrices twice (host, prepared row blocks), a, b, c and h
+    matrices = F.MATRIX_BYTES_PER_ROW * o.rows
+    assert o.host_prove_bytes == o.key_bytes + 2 * matrices + 4 * 32 * (1 << 27)
     small_host = F.shortfall(o, {"device": 15 << 30, "host": 90 << 30}, ("prove",))
     assert small_host.startswith("prove needs about") and "host memory" in small_host
     with pytest.raises(ValueError, match="out_of_core needs keys_in_host"):

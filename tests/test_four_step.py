@@ -13,6 +13,7 @@ import pytest
 from jaxprove import groth16 as G
 from ops import four_step as FS
 from ops import ntt as N
+from ops import transfer
 from ops.field import Fr
 
 P = Fr.p
@@ -121,6 +122,12 @@ def test_h_coefficients_host_equals_device(k, batch, log_n1, small_budget):
     assert all(np.array_equal(v, c) for v, c in zip(vs, copies))      # inputs untouched
     with pytest.raises(ValueError, match="cannot hold one line"):
         G.h_coefficients_host(*vs, k, 1000, log_n1=log_n1)
+    got = G.h_coefficients_host(*copies, k, budget, log_n1=log_n1, overwrite=True)
+    assert np.array_equal(got, want)          # a, b, c were its work buffers
+    assert not all(np.array_equal(v, c) for v, c in zip(vs, copies))
+    vs[0].flags.writeable = False
+    with pytest.raises(ValueError, match="writable"):
+        G.h_coefficients_host(*vs, k, budget, log_n1=log_n1, overwrite=True)
 
 
 def test_h_coefficients_resident_equals_device():
@@ -138,6 +145,16 @@ def test_h_coefficients_resident_equals_device():
     assert isinstance(got, jax.Array) and got.shape == batch_shape(batch, k)
     assert np.array_equal(np.asarray(got), want)
     assert all(np.array_equal(v, c) for v, c in zip(vs, copies))      # inputs untouched
+    got = G.h_coefficients_resident(*copies, k, budget, log_n1=log_n1, overwrite=True)
+    assert np.array_equal(np.asarray(got), want)     # a's and b's transforms in their buffers
+    with transfer.copy_pool() as pool:               # back into a's buffer, a plane per task
+        assert np.array_equal(G.fetch_into(copies[0][..., :-1], got, pool), want)
+    assert np.array_equal(copies[0][..., :-1], want)
+    assert not np.array_equal(vs[0], copies[0]) and not np.array_equal(vs[1], copies[1])
+    assert np.array_equal(vs[2], copies[2])
+    copies[1].flags.writeable = False
+    with pytest.raises(ValueError, match="writable"):
+        G.h_coefficients_resident(*copies, k, budget, log_n1=log_n1, overwrite=True)
     with pytest.raises(ValueError, match="cannot hold two vectors"):
         G.h_coefficients_resident(*vs, k, 2 * vec, log_n1=log_n1)
     with pytest.raises(ValueError, match="has shape"):

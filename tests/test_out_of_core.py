@@ -110,7 +110,9 @@ def test_the_check_runs_again_within_half_the_budget(random_circuit, monkeypatch
 def test_out_of_core_h_steps_run_again_within_half_the_budget(monkeypatch):
     """groth16's out-of-core h: the SpMV (without the prepared plan, which is
     cut for the full budget) and the NTT each run again within half their
-    budget where the device runs out of memory; other errors propagate."""
+    budget where the device runs out of memory, the NTT from a new SpMV (at
+    the budget that served: its failed try overwrote a and b); other errors
+    propagate."""
     budget, log_m, calls = 1 << 20, 4, []
     a = np.zeros((8, 1, 1 << log_m), np.uint32)
     oom = jax.errors.JaxRuntimeError("RESOURCE_EXHAUSTED: Out of memory")
@@ -121,7 +123,8 @@ def test_out_of_core_h_steps_run_again_within_half_the_budget(monkeypatch):
             raise oom
         return a, a, a, np.array([-1])
 
-    def resident(x, y, z, lm, b):
+    def resident(x, y, z, lm, b, *, overwrite):
+        assert overwrite
         calls.append(("h", b))
         if b == budget:
             raise oom
@@ -132,9 +135,9 @@ def test_out_of_core_h_steps_run_again_within_half_the_budget(monkeypatch):
     m = pce.Matrices(*([None] * 8), "fake", 1, 1, 1)
     h = G._h_out_of_core(m, None, log_m, budget, lambda name, x: x, host_plan="plan")
     assert calls == [("spmv", budget, "plan"), ("spmv", budget // 2, None),
-                     ("h", budget), ("h", budget // 2)]
+                     ("h", budget), ("spmv", budget // 2, None), ("h", budget // 2)]
     assert isinstance(h, np.ndarray) and h.shape == (8, 1, 15) and h.all()
-    monkeypatch.setattr(G, "h_coefficients_resident", lambda *x: int("x"))
+    monkeypatch.setattr(G, "h_coefficients_resident", lambda *x, **k: int("x"))
     with pytest.raises(ValueError):
         G._h_out_of_core(m, None, log_m, budget, lambda name, x: x)
 

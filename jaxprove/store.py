@@ -52,12 +52,20 @@ def _digest(x):
                       for s in (0x9E3779B9, 0x7F4A7C15)])
 
 
+def _host_bytes(x: np.ndarray) -> np.ndarray:
+    """The bytes of ``x`` (any shape and dtype) in C order, as a flat uint8
+    array of ``x.nbytes`` elements: a view where ``x`` is C-contiguous (keys
+    of tens of GiB are not copied), empty for a zero-size ``x`` (an empty
+    part of a split key), which ``memoryview.cast`` refuses."""
+    return np.ascontiguousarray(x).reshape(-1).view(np.uint8)
+
+
 def checksum(x) -> str:
     """Content checksum: of a device array on its device (``_digest``), of a
-    numpy array on the host (BLAKE2b of its bytes, any dtype)."""
+    numpy array on the host (BLAKE2b of its bytes, any dtype; zero-size
+    arrays included: the digest of no bytes)."""
     if isinstance(x, np.ndarray):
-        return "b2:" + hashlib.blake2b(memoryview(np.ascontiguousarray(x)).cast("B"),
-                                       digest_size=16).hexdigest()
+        return "b2:" + hashlib.blake2b(_host_bytes(x), digest_size=16).hexdigest()
     return "".join(f"{int(d):08x}" for d in np.asarray(_digest(x)))
 
 

@@ -24,6 +24,7 @@ import hashlib
 import json
 import os
 import random
+import re
 import subprocess
 from pathlib import Path
 
@@ -397,7 +398,9 @@ def test_first_proof_progress_names_each_stage_once(capsys, monkeypatch):
     on = F._progress("x", 0.0, every=30.0)
     for stage in ("spmv", "ntt", "msm_a", "msm_a", "msm_a"):
         on(stage)
-    lines = [ln.split("] ", 1)[1] for ln in capsys.readouterr().err.splitlines()]
+    err = capsys.readouterr().err.splitlines()
+    assert all(re.match(r"\[\d\d:\d\d:\d\d\] \(host [\d.?]+/[\d.]+ GiB\) ", ln) for ln in err)
+    lines = [ln.split(" GiB) ", 1)[1] for ln in err]
     assert lines == ["x: first proof: spmv at 1.0 s", "x: first proof: ntt at 2.0 s",
                      "x: first proof: msm_a at 3.0 s", "x: first proof: msm_a at 50.0 s"]
 

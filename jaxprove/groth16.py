@@ -435,11 +435,15 @@ def h_coefficients_resident(a: np.ndarray, b: np.ndarray, c: np.ndarray, log_m: 
     return h.reshape(a.shape)[..., :-1]
 
 
-def fetch_into(out: np.ndarray, x: jax.Array, pool) -> np.ndarray:
+def fetch_into(out: np.ndarray, x: jax.Array, pool, in_flight: int = 4) -> np.ndarray:
     """out (writable host, x's shape ``(8, ...)``) = x (device), a limb
-    plane per task on ``pool``: host memory beyond out is a plane at a time
-    per task, not a second vector."""
-    list(pool.map(lambda i: np.copyto(out[i], transfer.fetch(x[i])), range(out.shape[0])))
+    plane per task on ``pool``, ``in_flight`` planes at a time: beyond out,
+    host and device hold that many planes' copies (2 GiB at 2^27), not a
+    second vector."""
+    n = out.shape[0]
+    for g in range(0, n, in_flight):
+        list(pool.map(lambda i: np.copyto(out[i], transfer.fetch(x[i])),
+                      range(g, min(n, g + in_flight))))
     return out
 
 

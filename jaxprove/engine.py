@@ -597,8 +597,10 @@ class Groth16Prover:
         nbytes = sum(int(x.nbytes) for x in jax.tree.leaves((pk, vk, m, dom, pos))
                      if isinstance(x, jax.Array))
         # out of core a proof is one instance (a batch of B needs B times the device memory):
-        # its row blocks are cut once, into pinned host memory, not per proof
-        plan = pce.host_plan(m, 1, self.out_of_core_budget, device) if ooc else None
+        # its row blocks are cut once, into pinned host memory, not per proof, where the host
+        # has room for them beside the proof's a, b, c and h
+        plan = pce.host_plan(m, 1, self.out_of_core_budget, device, prepared=None,
+                             working=4 * 32 << G.domain_log(m.rows)) if ooc else None
         return Resident(pk, vk, m, nbytes, dom, pos, plan)
 
     def check(self, res, w) -> list:

@@ -5,7 +5,8 @@ A program's device bytes are planned from byte counts (``pce.block_bytes``,
 the compiler adds (padding copies, scratch, a sort buffer 25% above its
 share: bench/NOTES.md sessions 11 and 24).  ``halving`` runs a step within
 a budget and, where the device runs out of memory, again within half of it,
-so a plan that is a little off costs time, not the proof.
+so a plan that is a little off costs time, not the proof.  ``host_fits``
+asks the host the same question before an optional host allocation.
 """
 from __future__ import annotations
 
@@ -18,6 +19,10 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 RETRIES = 2          # halvings after running out of device memory
+# host bytes kept free for what a proof's runtime allocates beyond its counted arrays
+# (pinned staging of block results, compiles): the 32GiB 16 GB mode's host OOM kill had
+# ~15-19 GiB unaccounted in all (bench/NOTES.md session 25), part of it already resident
+HOST_RESERVE = 8 << 30
 
 
 def out_of_memory(e: BaseException) -> bool:
@@ -41,3 +46,24 @@ def halving(run: Callable[[int], T], budget: int, what: str, retries: int = RETR
                         what, budget, budget // 2)
             budget //= 2
     raise AssertionError("unreachable")
+
+
+def host_available() -> int | None:
+    """The host's available memory in bytes (MemAvailable, /proc/meminfo:
+    free plus what the kernel can reclaim), None where it cannot tell."""
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
+def host_fits(nbytes: int, reserve: int = HOST_RESERVE) -> bool:
+    """Whether ``nbytes`` more of host memory leave ``reserve`` available
+    (True where the host cannot tell: the allocation is then the caller's
+    default)."""
+    have = host_available()
+    return have is None or have - nbytes >= reserve

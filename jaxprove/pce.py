@@ -430,15 +430,27 @@ class HostPlan(NamedTuple):
 
 
 def host_plan(m: Matrices, batch: int, budget: int, dev=None, *,
-              prepared: bool = True, pinned: bool | None = None) -> HostPlan:
+              prepared: bool | None = True, pinned: bool | None = None,
+              working: int = 0) -> HostPlan:
     """The ``HostPlan`` of m (host arrays, ``to_host``) for ``batch``
     instances within ``budget`` device bytes (``plan_blocks``; ValueError
     when a matrix's smallest block does not fit).  ``prepared``: every
     block cut and padded now, and placed in ``dev``'s pinned host memory
-    (``pinned`` as ``ops.transfer.to_pinned``: None on a GPU only)."""
+    (``pinned`` as ``ops.transfer.to_pinned``: None on a GPU only); None:
+    prepared where the host has room for that copy (about m's bytes) beside
+    ``working`` bytes (what each proof allocates there: a, b, c, h) and
+    ``memory.HOST_RESERVE``, else cut per call (logged: each proof's SpMV
+    is slower, ~3× at 2^23, bench/NOTES.md hypothesis 40)."""
     rbs = tuple(spmv.RowBlocks(x) for x in (m.a, m.b, m.c))
     plans = tuple(_plans(m, list(rbs), batch, budget))
     plan = HostPlan(plans, rbs, None, batch, budget, m.rows)
+    if prepared is None:
+        prepared = memory.host_fits(m.nbytes + working)
+        if not prepared:
+            log.warning("host_plan: %s's row blocks cut per proof, not prepared: the host "
+                        "has about %s bytes available, the prepared copy needs %d beside %d "
+                        "working and %d reserved", m.name, memory.host_available(),
+                        m.nbytes, working, memory.HOST_RESERVE)
     if not prepared:
         return plan
     dev = dev or jax.devices()[0]

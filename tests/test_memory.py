@@ -43,3 +43,14 @@ def test_out_of_memory_is_the_runtime_error_only():
     assert memory.out_of_memory(jax.errors.JaxRuntimeError(OOM))
     assert not memory.out_of_memory(jax.errors.JaxRuntimeError("INTERNAL: no"))
     assert not memory.out_of_memory(MemoryError(OOM))
+
+
+def test_host_fits_keeps_the_reserve(monkeypatch):
+    """``host_fits``: n more bytes fit where the available memory less n is
+    at least the reserve; an unknown host fits; this host reports a value."""
+    have = memory.host_available()
+    assert have is None or have > 0
+    monkeypatch.setattr(memory, "host_available", lambda: 100)
+    assert memory.host_fits(60, reserve=40) and not memory.host_fits(61, reserve=40)
+    monkeypatch.setattr(memory, "host_available", lambda: None)
+    assert memory.host_fits(1 << 60)

@@ -16,7 +16,7 @@ import pytest
 
 from circuits import cs as C
 from jaxprove import groth16 as G
-from jaxprove import pce
+from jaxprove import memory, pce
 from ops import msm as M
 from ops import spmv, transfer
 from ops.curve import G2
@@ -192,6 +192,21 @@ def test_prepared_plan_equals_blocks_cut_per_call(random_circuit, pinned):
                 pce.host_plan(host, 2, 40000, prepared=False)):
         with pytest.raises(ValueError, match="a plan for"):
             pce.evaluate_host(host, w, 16000, plan=bad)
+
+
+def test_host_plan_prepared_where_the_host_has_room(random_circuit, monkeypatch, caplog):
+    """``host_plan(prepared=None)``: the blocks prepared where the host's
+    available memory holds them (about m's bytes) beside ``working`` and the
+    reserve, else cut per call, logged; the unknown host prepares."""
+    r1cs, _ = random_circuit
+    host = pce.to_host(pce.extract(r1cs, **LAYOUTS["chunks"]))
+    need = host.nbytes + 1000 + memory.HOST_RESERVE
+    for have, prepared in ((need, True), (need - 1, False), (None, True)):
+        monkeypatch.setattr(memory, "host_available", lambda have=have: have)
+        caplog.clear()
+        plan = pce.host_plan(host, 2, 16000, prepared=None, working=1000)
+        assert (plan.blocks is not None) == prepared
+        assert ("cut per proof" in caplog.text) == (not prepared)
 
 
 def test_evaluate_host_budget_too_small(random_circuit):

@@ -380,7 +380,7 @@ def plan(rows: int, num_vars: int, num_aux: int, dense_vars: int, matrices_bytes
                                                    else msm_budget)
         return Plan(rows, log_m, HOST_BYTES_PER_ROW * rows, key, setup,
                     FR_BYTES * num_vars + max(out_of_core, msm_stage), host_setup,
-                    key + 2 * matrices_bytes + 4 * FR_BYTES * m)
+                    key + 2 * matrices_bytes + G.out_of_core_host_bytes(rows))
     return Plan(rows, log_m, HOST_BYTES_PER_ROW * rows, key, setup,
                 (0 if keys_in_host else key) + matrices_bytes
                 + FR_BYTES * (DOMAIN_VECTORS * m + num_vars) + max(stages),
@@ -705,7 +705,7 @@ def run_case(kind: str, size: str, reps: int = 5, env: dict | None = None,
         m, dom = pce.to_host(m), None          # the SpMV's row blocks cut once, pinned,
         t = time.perf_counter()                # where the host has room beside a, b, c, h
         host_plan = pce.host_plan(m, 1, out_of_core, prepared=None,
-                                  working=4 * FR_BYTES << rec["domain_log"])
+                                  working=G.out_of_core_host_bytes(m.rows))
         rec["host_plan_s"] = time.perf_counter() - t
         rec["host_plan_blocks"] = [len(p.blocks) for p in host_plan.plans]
         rec["host_plan_prepared"] = host_plan.blocks is not None

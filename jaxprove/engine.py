@@ -600,7 +600,7 @@ class Groth16Prover:
         # its row blocks are cut once, into pinned host memory, not per proof, where the host
         # has room for them beside the proof's a, b, c and h
         plan = pce.host_plan(m, 1, self.out_of_core_budget, device, prepared=None,
-                             working=4 * 32 << G.domain_log(m.rows)) if ooc else None
+                             working=G.out_of_core_host_bytes(m.rows)) if ooc else None
         return Resident(pk, vk, m, nbytes, dom, pos, plan)
 
     def check(self, res, w) -> list:

@@ -102,6 +102,14 @@ def domain_log(rows: int) -> int:
     return max(1, (rows - 1).bit_length())
 
 
+def out_of_core_host_bytes(rows: int, batch: int = 1) -> int:
+    """Host bytes an out-of-core proof of ``batch`` instances of a ``rows``-row
+    circuit allocates (``_h_out_of_core``): a, b, c of the domain size, h
+    written over a, counted as four vectors (the fetches' planes in flight,
+    the SpMV's pinned block results)."""
+    return 4 * 32 * batch << domain_log(rows)
+
+
 # ------------------------------------------------------------------ setup
 def lagrange_at(tau: int, log_m: int, rows: int) -> jnp.ndarray:
     """ℓ_i(τ) = (τ^m − 1)/m · ω^i/(τ − ω^i) for i < rows over the domain of

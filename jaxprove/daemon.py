@@ -497,14 +497,19 @@ def serve(config: DaemonConfig) -> int:
     import signal
     from jaxprove.cache import enable_compilation_cache
     enable_compilation_cache()
+    # Handlers first, so a signal that comes as soon as the port is announced
+    # is not lost.  The wait polls: Python runs a handler in the main thread,
+    # and when the kernel hands the signal to another thread (grpc's, XLA's)
+    # an untimed wait in the main thread would never wake to run it.
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
     daemon = Daemon(config)
     port = daemon.start()
     print(f"jaxprove serve: listening on port {port} (state in {config.state_dir}; "
           f"resumed {len(daemon.service.resumed)} jobs)", flush=True)
-    stop = threading.Event()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda *_: stop.set())
-    stop.wait()
+    while not stop.wait(0.25):
+        pass
     handed = daemon.stop()
     print(f"jaxprove serve: stopped; {len(handed)} queued jobs handed back to the journal",
           flush=True)

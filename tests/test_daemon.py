@@ -221,7 +221,19 @@ def test_config_file_and_overrides(tmp_path):
         D.load_config(str(js))
 
 
-def test_serve_process_answers_and_stops_on_sigterm(tmp_path):
+def _sigterm_to_a_worker_thread(pid: int):
+    """SIGTERM to one of the process's threads other than the main one
+    (the kernel may deliver a process's signal to any thread)."""
+    import ctypes
+    tids = sorted(int(t) for t in os.listdir(f"/proc/{pid}/task") if int(t) != pid)
+    assert tids, "serve runs no threads besides the main one"
+    libc = ctypes.CDLL(None, use_errno=True)
+    assert libc.syscall(234, pid, tids[-1], signal.SIGTERM) == 0     # tgkill (x86-64)
+
+
+@pytest.mark.parametrize("to_thread", [False, pytest.param(True, marks=pytest.mark.skipif(
+    not (sys.platform == "linux" and os.uname().machine == "x86_64"), reason="tgkill: x86-64 Linux"))])
+def test_serve_process_answers_and_stops_on_sigterm(tmp_path, to_thread):
     cfg = tmp_path / "serve.json"
     cfg.write_text(json.dumps({"state_dir": str(tmp_path / "state"), "max_batch_size": 2}))
     env = dict(os.environ, JAX_PLATFORMS="cpu", JAXPROVE_CACHE=str(tmp_path / "xla"))
@@ -239,8 +251,16 @@ def test_serve_process_answers_and_stops_on_sigterm(tmp_path):
             st = c.status()
             assert st["budget_bytes"] == 12345 and st["jobs"]["done"] == 0
             assert "jaxprove_workers 1" in c.metrics()
-        proc.send_signal(signal.SIGTERM)
-        out, _ = proc.communicate(timeout=60)
+        if to_thread:
+            _sigterm_to_a_worker_thread(proc.pid)
+        else:
+            proc.send_signal(signal.SIGTERM)
+        try:
+            out, _ = proc.communicate(timeout=60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            out, _ = proc.communicate()
+            pytest.fail(f"serve did not stop within 60 s of SIGTERM; it printed:\n{out}")
         assert proc.returncode == 0 and "stopped" in out, out
     finally:
         if proc.poll() is None:

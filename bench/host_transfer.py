@@ -19,6 +19,13 @@ block = ``--cols`` columns of it):
 * ``d2h.pinned``: a fresh device vector put into ``pinned_host`` memory;
 * ``fetch``: ``ops.transfer.fetch`` of a fresh device vector, to numpy (the
   pinned copy and its ``np.asarray`` on a GPU: what the sweeps use);
+* ``put_planes`` / ``put_planes.stack``: ``ops.transfer.put_planes`` of the
+  vector, one plane per thread, each written into the result as it arrives
+  with ``--in-flight`` planes put ahead / the planes all put, then stacked
+  (the function before hypothesis 47: each put vector briefly twice on the
+  device); the records give the device's peak bytes beyond what was in use
+  before the case (``peak_extra_bytes``; the peak is the process's, so run
+  the case of the lower peak first, or alone);
 * ``put_block.col`` / ``write_block.col``: ``ops.four_step``'s own functions on
   a column block of the vector (what a sweep pays per block; as in the sweep,
   the result's ``transfer.start_fetch`` is started just before ``write_block``).
@@ -45,7 +52,7 @@ from ops.field import Fr
 
 CASES = ("memcpy", "gather_cols", "gather_cols.threads", "scatter_cols.threads",
          "h2d.pageable", "h2d.pageable.threads", "h2d.pinned", "d2h", "d2h.pinned", "fetch",
-         "put_block.col", "write_block.col")
+         "put_planes", "put_planes.stack", "put_block.col", "write_block.col")
 
 
 def memory_sharding(kind: str):
@@ -61,6 +68,24 @@ def memory_sharding(kind: str):
     return jax.sharding.SingleDeviceSharding(dev, memory_kind=kind)
 
 
+@jax.jit
+def _stack(planes):
+    return jnp.stack(planes)
+
+
+def put_planes_stacked(x: np.ndarray, pool) -> jax.Array:
+    """``ops.transfer.put_planes`` before hypothesis 47 (the baseline): every
+    plane put on ``pool``'s threads, then stacked on the device."""
+    planes = x.reshape((-1, x.shape[-1]))
+    out = list(pool.map(lambda p: jax.device_put(np.ascontiguousarray(p)), planes))
+    return _stack(out).reshape(x.shape)
+
+
+def _device_bytes(key: str):
+    stats = jax.devices()[0].memory_stats() or {}
+    return stats.get(key)
+
+
 def _fresh(x_dev):
     """A new device array equal to x_dev (its host copy not cached yet)."""
     return jax.block_until_ready(x_dev + jnp.uint32(0))
@@ -74,6 +99,8 @@ def main(argv=None):
     ap.add_argument("--cases", default=",".join(CASES))
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--workers", type=int, default=None)
+    ap.add_argument("--in-flight", type=int, default=transfer.PLANES_IN_FLIGHT,
+                    help="put_planes: planes put ahead of the one written")
     ap.add_argument("--out")
     args = ap.parse_args(argv)
     cases = args.cases.split(",")
@@ -93,7 +120,8 @@ def main(argv=None):
     block = np.ascontiguousarray(FS._block(view, "col", 0, cols))
     pinned = memory_sharding("pinned_host")
     base = {**environment(), "command": argv_command(), "size": args.log_m,
-            "log_m": args.log_m, "n1": n1, "cols": cols, "workers": workers}
+            "log_m": args.log_m, "n1": n1, "cols": cols, "workers": workers,
+            "in_flight": args.in_flight}
     pool = ThreadPoolExecutor(workers)
     x_dev = jax.block_until_ready(jax.device_put(x))
     blk_dev = jax.block_until_ready(jax.device_put(block))
@@ -136,6 +164,11 @@ def main(argv=None):
                 lambda y: jax.block_until_ready(jax.device_put(y, pinned))), x.nbytes
         if case == "fetch":
             return (lambda: _fresh(x_dev)), transfer.fetch, x.nbytes
+        if case == "put_planes":
+            return None, lambda _: jax.block_until_ready(
+                transfer.put_planes(x, pool, in_flight=args.in_flight)), x.nbytes
+        if case == "put_planes.stack":
+            return None, lambda _: jax.block_until_ready(put_planes_stacked(x, pool)), x.nbytes
         if case == "put_block.col":
             return None, lambda _: jax.block_until_ready(
                 FS.put_block(FS._block(view, "col", 0, cols), pool)), block.nbytes
@@ -152,6 +185,7 @@ def main(argv=None):
                       "no pinned_host memory on this platform"}, args.out)
                 continue
             setup, fn, nbytes = prep
+            before = _device_bytes("bytes_in_use")
             ts = []
             for i in range(args.reps + 1):
                 arg = setup() if setup else None
@@ -162,7 +196,13 @@ def main(argv=None):
             med = statistics.median(ts)
             emit({**base, "case": f"host_transfer.{case}", "bytes": nbytes, "median_s": med,
                   "min_s": min(ts), "max_s": max(ts), "reps": args.reps, "compile_s": None,
-                  "gb_s": nbytes / med / 1e9}, args.out)
+                  "gb_s": nbytes / med / 1e9,
+                  "peak_extra_bytes": None if before is None else
+                  _device_bytes("peak_bytes_in_use") - before}, args.out)
+        for case, put in (("put_planes", lambda: transfer.put_planes(x, pool, in_flight=args.in_flight)),
+                          ("put_planes.stack", lambda: put_planes_stacked(x, pool))):
+            if case in cases and not np.array_equal(np.asarray(put()), x):
+                raise SystemExit(f"{case} put the wrong elements")
         if set(cases) >= {"gather_cols", "put_block.col", "write_block.col"}:
             got = np.asarray(FS.put_block(FS._block(view, "col", 0, cols), pool))
             if not (np.array_equal(got, block)

@@ -589,7 +589,7 @@ def _chunk_size(n: int, working_set, budget: int, what: str) -> int:
 def _to_device(x):
     """x on the default device.  A host array, typically a chunk of host bases
     (a last-axis slice of ``(2, *fp, N)``: one contiguous run per limb row),
-    goes one row per ``jax.device_put`` and is stacked on the device: no host
+    goes one row per ``jax.device_put`` into one device array: no host
     gather of the strided slice.  Hypothesis 25 (``bench.host_copy``, H200
     host, 2^24 G1 points, 1.6 GB): 0.058 s, against 0.31 s for one
     ``jnp.asarray`` of the slice and 0.25 s for one put of a contiguous copy."""

@@ -26,7 +26,9 @@ one plane per thread (17 / 28 GB/s).
 """
 from __future__ import annotations
 
+import collections
 import contextlib
+import functools
 import os
 from concurrent.futures import Executor, ThreadPoolExecutor
 
@@ -88,26 +90,52 @@ def put(tree, dev):
     return jax.device_put(tree, jax.sharding.SingleDeviceSharding(dev))
 
 
-@jax.jit
-def _stack(planes):
-    return jnp.stack(planes)
+PLANES_IN_FLIGHT = 4     # put_planes: planes put (or being put) beyond the result
+
+
+@functools.partial(jax.jit, donate_argnums=0)
+def _set_plane(out, lead, plane):
+    """out with out[lead] = plane (lead: indices of out's leading axes), in
+    place (out donated)."""
+    update = plane.reshape((1,) * len(lead) + plane.shape)
+    return jax.lax.dynamic_update_slice(out, update, tuple(lead) + (0,) * plane.ndim)
 
 
 def put_planes(x: np.ndarray, pool: Executor | None, plane_ndim: int = 1,
-               dev=None) -> jax.Array:
+               dev=None, in_flight: int = PLANES_IN_FLIGHT) -> jax.Array:
     """Host x on the device (``dev``, default the default device), one
-    ``jax.device_put`` per plane (x's last ``plane_ndim`` axes; the leading
-    axes are merged, a view where x's strides allow) on ``pool``'s threads
-    (None: in turn on this one), each plane made contiguous on its own thread,
-    stacked on the device:
-    a strided slice is never gathered by one thread (hypothesis 25 in
-    bench/NOTES.md: per-row puts 5.4× one ``jnp.asarray`` of a strided
-    slice on the H200 host)."""
-    planes = x.reshape((-1,) + x.shape[x.ndim - plane_ndim:])
-    s = None if dev is None else jax.sharding.SingleDeviceSharding(dev)
-    out = list((pool.map if pool is not None else map)(
-        lambda p: jax.device_put(np.ascontiguousarray(p), s), planes))
-    return _stack(out).reshape(x.shape)
+    ``jax.device_put`` per plane (x's last ``plane_ndim`` axes) on
+    ``pool``'s threads (None: in turn on this one), each plane made
+    contiguous on its own thread, so that a strided slice is never gathered
+    by one thread (hypothesis 25 in bench/NOTES.md: per-row puts 5.4× one
+    ``jnp.asarray`` of a strided slice on the H200 host).
+
+    Each plane is written into the result (allocated first, zeros) in place
+    as it arrives, with at most ``in_flight`` planes put ahead: the device
+    holds x once plus ``in_flight`` planes, not twice (stacking the planes
+    held them all beside the stack, and reshaping the stack copied it
+    again: hypothesis 47)."""
+    if in_flight < 1:
+        raise ValueError(f"put_planes: in_flight must be at least 1, not {in_flight}")
+    lead = x.shape[:x.ndim - plane_ndim]
+    index = list(np.ndindex(*lead))
+    s = jax.sharding.SingleDeviceSharding(dev or jax.devices()[0])
+    out = jnp.zeros(x.shape, x.dtype, device=s)
+
+    def put(k):
+        return jax.device_put(np.ascontiguousarray(x[index[k]]), s)
+
+    if pool is None:
+        for k, at in enumerate(index):
+            out = _set_plane(out, at, put(k))
+        return out
+    window = collections.deque(pool.submit(put, k) for k in range(min(in_flight, len(index))))
+    for k, at in enumerate(index):
+        plane = window.popleft().result()
+        if k + len(window) + 1 < len(index):
+            window.append(pool.submit(put, k + len(window) + 1))
+        out = _set_plane(out, at, plane)
+    return out
 
 
 def start_fetch(x: jax.Array, pinned: bool | None = None) -> jax.Array:

@@ -36,3 +36,12 @@ def test_bad_arguments_are_named():
         B.main(["--log-m", "6", "--cases", "memcpy,teleport"])
     with pytest.raises(SystemExit, match="--cols 99"):
         B.main(["--log-m", "6", "--cols", "99"])
+
+
+def test_a_wrong_plane_put_is_caught(monkeypatch):
+    from ops import transfer
+    real = transfer.put_planes
+    monkeypatch.setattr(transfer, "put_planes",
+                        lambda x, pool, **kw: real(x, pool, **kw).at[0, 0].add(1))
+    with pytest.raises(SystemExit, match="put_planes put the wrong elements"):
+        B.main(["--log-m", "6", "--reps", "1", "--workers", "1", "--cases", "put_planes"])

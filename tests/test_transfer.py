@@ -26,6 +26,31 @@ def test_plain_fetch_on_the_cpu_and_of_numpy():
     assert T.fetch(y) is y
 
 
+@pytest.mark.parametrize("in_flight", [1, 3])
+def test_put_planes_holds_the_vector_once(monkeypatch, in_flight):
+    """``put_planes`` writes each plane into its result as it arrives: while
+    it runs, the device holds the result plus at most ``in_flight`` planes
+    (+ the one being written), never the planes beside a stack of them."""
+    from concurrent.futures import ThreadPoolExecutor
+    x = np.random.default_rng(2).integers(0, 2**32, (8, 2, 1000), dtype=np.uint32)
+    plane = x[0, 0].nbytes
+    base = sum(a.nbytes for a in jax.live_arrays())
+    peak, set_plane = [0], T._set_plane
+
+    def watched(out, lead, p):
+        jax.block_until_ready(p)
+        peak[0] = max(peak[0], sum(a.nbytes for a in jax.live_arrays()) - base)
+        return set_plane(out, lead, p)
+
+    monkeypatch.setattr(T, "_set_plane", watched)
+    with ThreadPoolExecutor(4) as pool:
+        got = T.put_planes(x, pool, in_flight=in_flight)
+    assert np.array_equal(np.asarray(got), x)
+    assert x.nbytes < peak[0] <= x.nbytes + (in_flight + 1) * plane, (peak[0], x.nbytes, plane)
+    with pytest.raises(ValueError, match="in_flight"):
+        T.put_planes(x, None, in_flight=0)
+
+
 @pytest.mark.skipif(not HAS_PINNED, reason="no pinned_host memory kind on this device")
 def test_pinned_fetch_equals_the_plain_one():
     x = jnp.asarray(np.random.default_rng(0).integers(0, 2**32, (8, 3, 100), dtype=np.uint32))

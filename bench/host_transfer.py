@@ -99,8 +99,10 @@ def main(argv=None):
     ap.add_argument("--cases", default=",".join(CASES))
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--workers", type=int, default=None)
-    ap.add_argument("--in-flight", type=int, default=transfer.PLANES_IN_FLIGHT,
-                    help="put_planes: planes put ahead of the one written")
+    ap.add_argument("--in-flight", type=int, default=transfer.PIECES_IN_FLIGHT,
+                    help="put_planes: pieces put ahead of the one written")
+    ap.add_argument("--piece-mib", type=int, default=transfer.PIECE_BYTES >> 20,
+                    help="put_planes: the most MiB of one put")
     ap.add_argument("--out")
     args = ap.parse_args(argv)
     cases = args.cases.split(",")
@@ -121,7 +123,7 @@ def main(argv=None):
     pinned = memory_sharding("pinned_host")
     base = {**environment(), "command": argv_command(), "size": args.log_m,
             "log_m": args.log_m, "n1": n1, "cols": cols, "workers": workers,
-            "in_flight": args.in_flight}
+            "in_flight": args.in_flight, "piece_mib": args.piece_mib}
     pool = ThreadPoolExecutor(workers)
     x_dev = jax.block_until_ready(jax.device_put(x))
     blk_dev = jax.block_until_ready(jax.device_put(block))
@@ -166,7 +168,8 @@ def main(argv=None):
             return (lambda: _fresh(x_dev)), transfer.fetch, x.nbytes
         if case == "put_planes":
             return None, lambda _: jax.block_until_ready(
-                transfer.put_planes(x, pool, in_flight=args.in_flight)), x.nbytes
+                transfer.put_planes(x, pool, in_flight=args.in_flight,
+                                    piece_bytes=args.piece_mib << 20)), x.nbytes
         if case == "put_planes.stack":
             return None, lambda _: jax.block_until_ready(put_planes_stacked(x, pool)), x.nbytes
         if case == "put_block.col":
@@ -199,7 +202,8 @@ def main(argv=None):
                   "gb_s": nbytes / med / 1e9,
                   "peak_extra_bytes": None if before is None else
                   _device_bytes("peak_bytes_in_use") - before}, args.out)
-        for case, put in (("put_planes", lambda: transfer.put_planes(x, pool, in_flight=args.in_flight)),
+        for case, put in (("put_planes", lambda: transfer.put_planes(x, pool, in_flight=args.in_flight,
+                                    piece_bytes=args.piece_mib << 20)),
                           ("put_planes.stack", lambda: put_planes_stacked(x, pool))):
             if case in cases and not np.array_equal(np.asarray(put()), x):
                 raise SystemExit(f"{case} put the wrong elements")

@@ -90,51 +90,70 @@ def put(tree, dev):
     return jax.device_put(tree, jax.sharding.SingleDeviceSharding(dev))
 
 
-PLANES_IN_FLIGHT = 4     # put_planes: planes put (or being put) beyond the result
+PIECE_BYTES = 16 << 20   # put_planes: the most bytes of one put
+PIECES_IN_FLIGHT = 16    # put_planes: pieces put (or being put) beyond the result
 
 
 @functools.partial(jax.jit, donate_argnums=0)
-def _set_plane(out, lead, plane):
-    """out with out[lead] = plane (lead: indices of out's leading axes), in
-    place (out donated)."""
-    update = plane.reshape((1,) * len(lead) + plane.shape)
-    return jax.lax.dynamic_update_slice(out, update, tuple(lead) + (0,) * plane.ndim)
+def _set_piece(out, at, piece):
+    """out with piece written at index ``at`` (one per axis of out; piece
+    has out's rank), in place (out donated)."""
+    return jax.lax.dynamic_update_slice(out, piece, tuple(at))
+
+
+def _pieces(shape, plane_ndim: int, itemsize: int, piece_bytes: int):
+    """The pieces of an array of ``shape`` that ``put_planes`` puts: per plane
+    (the last ``plane_ndim`` axes), runs of the plane's first axis of at most
+    ``piece_bytes`` (one row at least): (index, slices) pairs."""
+    lead, plane = shape[:len(shape) - plane_ndim], shape[len(shape) - plane_ndim:]
+    if not plane:
+        raise ValueError("put_planes: plane_ndim must be at least 1")
+    row = itemsize * int(np.prod(plane[1:], dtype=np.int64))
+    step = max(1, piece_bytes // max(row, 1))
+    out = []
+    for at in np.ndindex(*lead):
+        for r0 in range(0, plane[0], step):
+            r1 = min(plane[0], r0 + step)
+            out.append((at + (r0,) + (0,) * (plane_ndim - 1),
+                        tuple(slice(i, i + 1) for i in at) + (slice(r0, r1),)))
+    return out
 
 
 def put_planes(x: np.ndarray, pool: Executor | None, plane_ndim: int = 1,
-               dev=None, in_flight: int = PLANES_IN_FLIGHT) -> jax.Array:
-    """Host x on the device (``dev``, default the default device), one
-    ``jax.device_put`` per plane (x's last ``plane_ndim`` axes) on
-    ``pool``'s threads (None: in turn on this one), each plane made
-    contiguous on its own thread, so that a strided slice is never gathered
-    by one thread (hypothesis 25 in bench/NOTES.md: per-row puts 5.4× one
-    ``jnp.asarray`` of a strided slice on the H200 host).
+               dev=None, in_flight: int = PIECES_IN_FLIGHT,
+               piece_bytes: int = PIECE_BYTES) -> jax.Array:
+    """Host x on the device (``dev``, default the default device), put in
+    pieces on ``pool``'s threads (None: in turn on this one): each plane
+    (x's last ``plane_ndim`` axes) in runs of its first axis of at most
+    ``piece_bytes``, each made contiguous on its own thread, so that a
+    strided slice is never gathered by one thread (hypothesis 25 in
+    bench/NOTES.md: per-row puts 5.4× one ``jnp.asarray`` of a strided
+    slice on the H200 host).
 
-    Each plane is written into the result (allocated first, zeros) in place
-    as it arrives, with at most ``in_flight`` planes put ahead: the device
-    holds x once plus ``in_flight`` planes, not twice (stacking the planes
-    held them all beside the stack, and reshaping the stack copied it
-    again: hypothesis 47)."""
+    Each piece is written into the result (allocated first, zeros) in place
+    as it arrives, with at most ``in_flight`` pieces put ahead, each put
+    waited for on its thread: the device holds x once plus about
+    ``in_flight · piece_bytes``, not twice (stacking whole planes held them
+    all beside the stack: hypothesis 47)."""
     if in_flight < 1:
         raise ValueError(f"put_planes: in_flight must be at least 1, not {in_flight}")
-    lead = x.shape[:x.ndim - plane_ndim]
-    index = list(np.ndindex(*lead))
+    pieces = _pieces(x.shape, plane_ndim, x.itemsize, piece_bytes)
     s = jax.sharding.SingleDeviceSharding(dev or jax.devices()[0])
     out = jnp.zeros(x.shape, x.dtype, device=s)
 
     def put(k):
-        return jax.device_put(np.ascontiguousarray(x[index[k]]), s)
+        return jax.block_until_ready(jax.device_put(np.ascontiguousarray(x[pieces[k][1]]), s))
 
     if pool is None:
-        for k, at in enumerate(index):
-            out = _set_plane(out, at, put(k))
+        for k, (at, _) in enumerate(pieces):
+            out = _set_piece(out, at, put(k))
         return out
-    window = collections.deque(pool.submit(put, k) for k in range(min(in_flight, len(index))))
-    for k, at in enumerate(index):
-        plane = window.popleft().result()
-        if k + len(window) + 1 < len(index):
+    window = collections.deque(pool.submit(put, k) for k in range(min(in_flight, len(pieces))))
+    for k, (at, _) in enumerate(pieces):
+        piece = window.popleft().result()
+        if k + len(window) + 1 < len(pieces):
             window.append(pool.submit(put, k + len(window) + 1))
-        out = _set_plane(out, at, plane)
+        out = _set_piece(out, at, piece)
     return out
 
 

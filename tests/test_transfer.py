@@ -28,25 +28,26 @@ def test_plain_fetch_on_the_cpu_and_of_numpy():
 
 @pytest.mark.parametrize("in_flight", [1, 3])
 def test_put_planes_holds_the_vector_once(monkeypatch, in_flight):
-    """``put_planes`` writes each plane into its result as it arrives: while
-    it runs, the device holds the result plus at most ``in_flight`` planes
+    """``put_planes`` writes each piece into its result as it arrives: while
+    it runs, the device holds the result plus at most ``in_flight`` pieces
     (+ the one being written), never the planes beside a stack of them."""
     from concurrent.futures import ThreadPoolExecutor
     x = np.random.default_rng(2).integers(0, 2**32, (8, 2, 1000), dtype=np.uint32)
-    plane = x[0, 0].nbytes
+    piece = 1000                                       # bytes: 250 elements, 4 per plane
     base = sum(a.nbytes for a in jax.live_arrays())
-    peak, set_plane = [0], T._set_plane
+    peak, seen, set_piece = [0], [], T._set_piece
 
-    def watched(out, lead, p):
-        jax.block_until_ready(p)
+    def watched(out, at, p):
         peak[0] = max(peak[0], sum(a.nbytes for a in jax.live_arrays()) - base)
-        return set_plane(out, lead, p)
+        seen.append(p.nbytes)
+        return set_piece(out, at, p)
 
-    monkeypatch.setattr(T, "_set_plane", watched)
+    monkeypatch.setattr(T, "_set_piece", watched)
     with ThreadPoolExecutor(4) as pool:
-        got = T.put_planes(x, pool, in_flight=in_flight)
+        got = T.put_planes(x, pool, in_flight=in_flight, piece_bytes=piece)
     assert np.array_equal(np.asarray(got), x)
-    assert x.nbytes < peak[0] <= x.nbytes + (in_flight + 1) * plane, (peak[0], x.nbytes, plane)
+    assert seen == [piece] * 64
+    assert x.nbytes < peak[0] <= x.nbytes + (in_flight + 1) * piece, (peak[0], x.nbytes)
     with pytest.raises(ValueError, match="in_flight"):
         T.put_planes(x, None, in_flight=0)
 
@@ -85,15 +86,19 @@ def test_host_ntt_through_pinned_fetches(monkeypatch):
     assert len(fetched) >= 4 and set(fetched) == {T.PINNED}
 
 
-def test_put_planes_of_a_strided_slice():
-    """``put_planes``: a strided host slice put one plane per thread equals
-    ``jnp.asarray`` of it, planes of 1 or 2 axes."""
+@pytest.mark.parametrize("piece_bytes", [T.PIECE_BYTES, 40, 1])
+def test_put_planes_of_a_strided_slice(piece_bytes):
+    """``put_planes``: a strided host slice put in pieces, one per thread,
+    equals ``jnp.asarray`` of it, planes of 1 or 2 axes, whole or in pieces
+    of rows (a row at least, also where one row is over ``piece_bytes``)."""
     from concurrent.futures import ThreadPoolExecutor
     x = np.random.default_rng(1).integers(0, 2**32, (8, 3, 40), dtype=np.uint32)
     with ThreadPoolExecutor(4) as pool:
         for view, nd in ((x[:, :, 5:29], 1), (x[:, 1:, ::3], 1), (x.reshape(8, 3, 5, 8)[..., 2:6], 2)):
-            got = T.put_planes(view, pool, plane_ndim=nd)
+            got = T.put_planes(view, pool, plane_ndim=nd, piece_bytes=piece_bytes)
             assert isinstance(got, jax.Array) and np.array_equal(np.asarray(got), view)
+    got = T.put_planes(x[:, 2, 1:], None, piece_bytes=piece_bytes)          # no pool
+    assert np.array_equal(np.asarray(got), x[:, 2, 1:])
 
 
 @pytest.mark.skipif(not HAS_PINNED, reason="no pinned_host memory kind on this device")

@@ -131,10 +131,12 @@ def put_planes(x: np.ndarray, pool: Executor | None, plane_ndim: int = 1,
     slice on the H200 host).
 
     Each piece is written into the result (allocated first, zeros) in place
-    as it arrives, with at most ``in_flight`` pieces put ahead, each put
-    waited for on its thread: the device holds x once plus about
-    ``in_flight · piece_bytes``, not twice (stacking whole planes held them
-    all beside the stack: hypothesis 47)."""
+    as it arrives, with at most ``in_flight`` pieces put ahead (each put
+    waited for on its thread; without a pool, the put ``in_flight`` back
+    waited for): the device holds x once plus about ``in_flight ·
+    piece_bytes``, not twice (stacking whole planes held them all beside
+    the stack: hypothesis 47; ``jax.device_put`` returns before its copy
+    ends, so only a wait bounds the pieces in flight)."""
     if in_flight < 1:
         raise ValueError(f"put_planes: in_flight must be at least 1, not {in_flight}")
     pieces = _pieces(x.shape, plane_ndim, x.itemsize, piece_bytes)
@@ -142,17 +144,26 @@ def put_planes(x: np.ndarray, pool: Executor | None, plane_ndim: int = 1,
     out = jnp.zeros(x.shape, x.dtype, device=s)
 
     def put(k):
-        return jax.block_until_ready(jax.device_put(np.ascontiguousarray(x[pieces[k][1]]), s))
+        return jax.device_put(np.ascontiguousarray(x[pieces[k][1]]), s)
 
-    if pool is None:
+    if pool is None:                 # puts run on as issued; wait for the one in_flight back
+        held = collections.deque()
         for k, (at, _) in enumerate(pieces):
-            out = _set_piece(out, at, put(k))
+            held.append(put(k))
+            out = _set_piece(out, at, held[-1])
+            if len(held) > in_flight:
+                jax.block_until_ready(held.popleft())
         return out
-    window = collections.deque(pool.submit(put, k) for k in range(min(in_flight, len(pieces))))
+
+    def put_waited(k):
+        return jax.block_until_ready(put(k))
+
+    window = collections.deque(pool.submit(put_waited, k)
+                               for k in range(min(in_flight, len(pieces))))
     for k, (at, _) in enumerate(pieces):
         piece = window.popleft().result()
         if k + len(window) + 1 < len(pieces):
-            window.append(pool.submit(put, k + len(window) + 1))
+            window.append(pool.submit(put_waited, k + len(window) + 1))
         out = _set_piece(out, at, piece)
     return out
 

@@ -26,8 +26,9 @@ def test_plain_fetch_on_the_cpu_and_of_numpy():
     assert T.fetch(y) is y
 
 
+@pytest.mark.parametrize("threads", [4, 0])
 @pytest.mark.parametrize("in_flight", [1, 3])
-def test_put_planes_holds_the_vector_once(monkeypatch, in_flight):
+def test_put_planes_holds_the_vector_once(monkeypatch, in_flight, threads):
     """``put_planes`` writes each piece into its result as it arrives: while
     it runs, the device holds the result plus at most ``in_flight`` pieces
     (+ the one being written), never the planes beside a stack of them."""
@@ -43,8 +44,8 @@ def test_put_planes_holds_the_vector_once(monkeypatch, in_flight):
         return set_piece(out, at, p)
 
     monkeypatch.setattr(T, "_set_piece", watched)
-    with ThreadPoolExecutor(4) as pool:
-        got = T.put_planes(x, pool, in_flight=in_flight, piece_bytes=piece)
+    with ThreadPoolExecutor(max(threads, 1)) as pool:
+        got = T.put_planes(x, pool if threads else None, in_flight=in_flight, piece_bytes=piece)
     assert np.array_equal(np.asarray(got), x)
     assert seen == [piece] * 64
     assert x.nbytes < peak[0] <= x.nbytes + (in_flight + 1) * piece, (peak[0], x.nbytes)

@@ -20,10 +20,10 @@ block = ``--cols`` columns of it):
 * ``fetch``: ``ops.transfer.fetch`` of a fresh device vector, to numpy (the
   pinned copy and its ``np.asarray`` on a GPU: what the sweeps use);
 * ``put_planes`` / ``put_planes.stack``: ``ops.transfer.put_planes`` of the
-  vector, one plane per thread, each written into the result as it arrives
-  with ``--in-flight`` planes put ahead / the planes all put, then stacked
-  (the function before hypothesis 47: each put vector briefly twice on the
-  device); the records give the device's peak bytes beyond what was in use
+  vector, in pieces of at most ``--piece-mib`` MiB, one per thread, each
+  written into the result as it arrives with ``--in-flight`` pieces put
+  ahead / its limb planes all put, then stacked (the function before
+  hypothesis 47: each put vector briefly twice on the device); the records give the device's peak bytes beyond what was in use
   before the case (``peak_extra_bytes``; the peak is the process's, so run
   the case of the lower peak first, or alone);
 * ``put_block.col`` / ``write_block.col``: ``ops.four_step``'s own functions on

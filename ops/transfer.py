@@ -140,8 +140,8 @@ def put_planes(x: np.ndarray, pool: Executor | None, plane_ndim: int = 1,
     if in_flight < 1:
         raise ValueError(f"put_planes: in_flight must be at least 1, not {in_flight}")
     pieces = _pieces(x.shape, plane_ndim, x.itemsize, piece_bytes)
-    s = jax.sharding.SingleDeviceSharding(dev or jax.devices()[0])
-    out = jnp.zeros(x.shape, x.dtype, device=s)
+    s = None if dev is None else jax.sharding.SingleDeviceSharding(dev)
+    out = jnp.zeros(x.shape, x.dtype, device=s)      # None: the default device (its context too)
 
     def put(k):
         return jax.device_put(np.ascontiguousarray(x[pieces[k][1]]), s)

@@ -3,6 +3,10 @@ values as the plain fetch, and the out-of-core code that reads them (the
 four-step sweeps, whose fetched blocks are read-only views) still works."""
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -115,3 +119,31 @@ def test_to_pinned_then_put():
     for k in tree:
         assert back[k].sharding.memory_kind != T.PINNED
         assert np.array_equal(np.asarray(back[k]), tree[k])
+
+
+def test_put_planes_follows_the_default_device():
+    """Without ``dev``, ``put_planes`` puts on the default device, a
+    ``jax.default_device`` context's too (the engine's workers on other GPUs
+    rely on it); with ``dev``, on dev.  Two CPU devices, in a process of its own."""
+    code = """
+import jax, numpy as np
+from concurrent.futures import ThreadPoolExecutor
+from ops import transfer as T
+d0, d1 = jax.devices()
+x = np.arange(8 * 300, dtype=np.uint32).reshape(8, 300)
+with ThreadPoolExecutor(2) as pool:
+    for p in (pool, None):
+        with jax.default_device(d1):
+            y = T.put_planes(x, p, piece_bytes=400)
+        z = T.put_planes(x, p, dev=d1, piece_bytes=400)
+        w = T.put_planes(x, p)
+        assert (y.devices(), z.devices(), w.devices()) == ({d1}, {d1}, {d0}), (y.devices(), w.devices())
+        assert all(np.array_equal(np.asarray(a), x) for a in (y, z, w))
+print("ok")
+"""
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env = dict(os.environ, JAX_PLATFORMS="cpu", PYTHONPATH=root,
+               XLA_FLAGS="--xla_force_host_platform_device_count=2")
+    p = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                       timeout=300, cwd=root)
+    assert p.returncode == 0 and "ok" in p.stdout, p.stdout + p.stderr

@@ -23,9 +23,10 @@ block = ``--cols`` columns of it):
   vector, in pieces of at most ``--piece-mib`` MiB, one per thread, each
   written into the result as it arrives with ``--in-flight`` pieces put
   ahead / its limb planes all put, then stacked (the function before
-  hypothesis 47: each put vector briefly twice on the device); the records give the device's peak bytes beyond what was in use
-  before the case (``peak_extra_bytes``; the peak is the process's, so run
-  the case of the lower peak first, or alone);
+  hypothesis 47: each put vector briefly twice on the device); the records
+  give the device's peak bytes beyond what was in use before the case
+  (``peak_extra_bytes``; the peak is the process's, so run the case of the
+  lower peak first, or alone);
 * ``put_block.col`` / ``write_block.col``: ``ops.four_step``'s own functions on
   a column block of the vector (what a sweep pays per block; as in the sweep,
   the result's ``transfer.start_fetch`` is started just before ``write_block``).
@@ -46,6 +47,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from bench.common import argv_command, emit, environment
+from bench.host_copy import _stack
 from ops import four_step as FS
 from ops import transfer
 from ops.field import Fr
@@ -66,11 +68,6 @@ def memory_sharding(kind: str):
     if kind not in kinds:
         return None
     return jax.sharding.SingleDeviceSharding(dev, memory_kind=kind)
-
-
-@jax.jit
-def _stack(planes):
-    return jnp.stack(planes)
 
 
 def put_planes_stacked(x: np.ndarray, pool) -> jax.Array:
@@ -128,6 +125,10 @@ def main(argv=None):
     x_dev = jax.block_until_ready(jax.device_put(x))
     blk_dev = jax.block_until_ready(jax.device_put(block))
 
+    def put_lib():
+        return transfer.put_planes(x, pool, in_flight=args.in_flight,
+                                   piece_bytes=args.piece_mib << 20)
+
     def planes_put(v):
         return [jax.block_until_ready(p) for p in
                 pool.map(lambda p: jax.device_put(np.ascontiguousarray(p)), v)]
@@ -167,9 +168,7 @@ def main(argv=None):
         if case == "fetch":
             return (lambda: _fresh(x_dev)), transfer.fetch, x.nbytes
         if case == "put_planes":
-            return None, lambda _: jax.block_until_ready(
-                transfer.put_planes(x, pool, in_flight=args.in_flight,
-                                    piece_bytes=args.piece_mib << 20)), x.nbytes
+            return None, lambda _: jax.block_until_ready(put_lib()), x.nbytes
         if case == "put_planes.stack":
             return None, lambda _: jax.block_until_ready(put_planes_stacked(x, pool)), x.nbytes
         if case == "put_block.col":
@@ -202,8 +201,7 @@ def main(argv=None):
                   "gb_s": nbytes / med / 1e9,
                   "peak_extra_bytes": None if before is None else
                   _device_bytes("peak_bytes_in_use") - before}, args.out)
-        for case, put in (("put_planes", lambda: transfer.put_planes(x, pool, in_flight=args.in_flight,
-                                    piece_bytes=args.piece_mib << 20)),
+        for case, put in (("put_planes", put_lib),
                           ("put_planes.stack", lambda: put_planes_stacked(x, pool))):
             if case in cases and not np.array_equal(np.asarray(put()), x):
                 raise SystemExit(f"{case} put the wrong elements")

@@ -61,9 +61,9 @@ def host_available() -> int | None:
     return None
 
 
-def host_fits(nbytes: int, reserve: int = HOST_RESERVE) -> bool:
-    """Whether ``nbytes`` more of host memory leave ``reserve`` available
-    (True where the host cannot tell: the allocation is then the caller's
-    default)."""
-    have = host_available()
+def host_fits(nbytes: int, reserve: int = HOST_RESERVE, available: int | None = None) -> bool:
+    """Whether ``nbytes`` more of host memory leave ``reserve`` of
+    ``available`` (default ``host_available()``) free (True where the host
+    cannot tell: the allocation is then the caller's default)."""
+    have = host_available() if available is None else available
     return have is None or have - nbytes >= reserve

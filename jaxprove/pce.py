@@ -445,11 +445,12 @@ def host_plan(m: Matrices, batch: int, budget: int, dev=None, *,
     plans = tuple(_plans(m, list(rbs), batch, budget))
     plan = HostPlan(plans, rbs, None, batch, budget, m.rows)
     if prepared is None:
-        prepared = memory.host_fits(m.nbytes + working)
+        have = memory.host_available()
+        prepared = memory.host_fits(m.nbytes + working, available=have)
         if not prepared:
             log.warning("host_plan: %s's row blocks cut per proof, not prepared: the host "
                         "has about %s bytes available, the prepared copy needs %d beside %d "
-                        "working and %d reserved", m.name, memory.host_available(),
+                        "working and %d reserved", m.name, have,
                         m.nbytes, working, memory.HOST_RESERVE)
     if not prepared:
         return plan

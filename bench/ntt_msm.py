@@ -26,11 +26,15 @@ result was checked:
 * msm_budget (``--budget LOG_N``): run in a child process whose JAX memory
   pool is capped at ``--budget-gb`` (XLA_PYTHON_CLIENT_MEM_FRACTION), bases
   in host memory, processed in chunks chosen by ``MSMConfig.budget_bytes``;
-  the record holds the child's peak bytes in use.
+  the record holds the child's peak bytes in use.  ``--host-scalars``: the
+  scalars in host memory as well (case ``msm_G1_budget_host_scalars``: the
+  out-of-core H's coefficients), ``--msm-gib``: the MSM's budget, ``--hold-gib``:
+  a block held on the device throughout (the proof's resident witness).
 
     python -m bench.ntt_msm --ntt 16,18,20,22,24 --g1 16,18,20,22,24 --g2 16,18,20 \
         --bits 22,24 --out bench/results/ntt_msm_h200.jsonl
     python -m bench.ntt_msm --budget 26 --budget-gb 16 --out bench/results/ntt_msm_h200.jsonl
+    python -m bench.ntt_msm --budget 27 --budget-gb 15 --host-scalars --msm-gib 5 --hold-gib 3.9
 
 Goals (issue) and anchors (research/perf-anchors.md): NTT 2^20 <= 0.5 ms,
 2^24 <= 10 ms (no published 255-bit GPU NTT at these sizes; ICICLE's BN254
@@ -265,8 +269,12 @@ def bench_profile(log_ns, out, reps):
                          madd_floor_s=t["median_s"] * -(-T // L0), **t), out)
 
 
-def bench_budget(ln, gb, out):
-    """Child process: MSM G1 over 2^ln host-resident bases with a capped pool."""
+def bench_budget(ln, gb, out, host_scalars=False, msm_gib=None, hold_gib=0.0):
+    """Child process: MSM G1 over 2^ln host-resident bases with a capped pool.
+    ``host_scalars``: the scalars in host memory too (the out-of-core H's
+    coefficients: put a chunk at a time); ``msm_gib``: the MSM's budget
+    (default 0.6 of the pool); ``hold_gib``: a block held on the device
+    throughout (the proof's resident witness beside its msm_h)."""
     if os.environ.get("JAXPROVE_BUDGET_CHILD") != "1":
         try:         # total device memory, without initialising JAX in this process
             q = subprocess.run(["nvidia-smi", "--query-gpu=memory.total", "--format=csv,noheader,nounits"],
@@ -276,13 +284,15 @@ def bench_budget(ln, gb, out):
             total = 141e9
         env = dict(os.environ, JAXPROVE_BUDGET_CHILD="1",
                    XLA_PYTHON_CLIENT_MEM_FRACTION=f"{min(0.95, gb * 1e9 / total):.4f}")
-        cmd = [sys.executable, "-m", "bench.ntt_msm", "--budget", str(ln), "--budget-gb", str(gb)]
+        cmd = [sys.executable, "-m", "bench.ntt_msm", "--budget", str(ln), "--budget-gb", str(gb),
+               "--hold-gib", str(hold_gib)] + (["--host-scalars"] if host_scalars else []) + (
+               ["--msm-gib", str(msm_gib)] if msm_gib is not None else [])
         if out:
             cmd += ["--out", out]
         raise SystemExit(subprocess.call(cmd, env=env))
     n = 1 << ln
     key = jax.random.PRNGKey(3)
-    chunk = 1 << 22
+    chunk = min(n, 1 << 22)
     host_bases, dots = [], 0
     for lo in range(0, n, chunk):
         kk = rand_fr(jax.random.fold_in(key, lo // chunk), chunk)
@@ -291,10 +301,14 @@ def bench_budget(ln, gb, out):
         dots = (dots + dot_int(ss, kk)) % Fr.p
     bases = np.concatenate(host_bases, axis=-1)
     del host_bases
-    s = jnp.concatenate([rand_fr(jax.random.fold_in(key, 10_000 + i), chunk)
-                         for i in range(n // chunk)], axis=-1)
-    limit = jax.devices()[0].memory_stats().get("bytes_limit")
-    cfg = M.MSMConfig(budget_bytes=int(min(limit, gb * 1e9) * 0.6))
+    parts = [rand_fr(jax.random.fold_in(key, 10_000 + i), chunk) for i in range(n // chunk)]
+    s = (np.concatenate([np.asarray(p) for p in parts], axis=-1) if host_scalars
+         else jnp.concatenate(parts, axis=-1))
+    del parts
+    held = jnp.ones((int(hold_gib * 2**30) // 4,), jnp.uint32) if hold_gib else None
+    limit = (jax.devices()[0].memory_stats() or {}).get("bytes_limit")     # None on the CPU
+    budget = int(msm_gib * 2**30) if msm_gib is not None else int(min(limit or gb * 1e9, gb * 1e9) * 0.6)
+    cfg = M.MSMConfig(budget_bytes=budget)
     f = lambda: M.msm(G1, bases, s[:, None, :], cfg)
     t = time.perf_counter()
     res = f()
@@ -305,9 +319,11 @@ def bench_budget(ln, gb, out):
         t = time.perf_counter()
         jax.block_until_ready(f())
         ts.append(time.perf_counter() - t)
-    st = jax.devices()[0].memory_stats()
-    emit(base_record("msm_G1_budget", ln, budget_gb=gb, pool_limit_bytes=limit,
-                     chunk_budget_bytes=cfg.budget_bytes, peak_bytes=st.get("peak_bytes_in_use"),
+    st = jax.devices()[0].memory_stats() or {}
+    emit(base_record("msm_G1_budget" + ("_host_scalars" if host_scalars else ""), ln,
+                     budget_gb=gb, pool_limit_bytes=limit, chunk_budget_bytes=cfg.budget_bytes,
+                     held_bytes=0 if held is None else held.nbytes,
+                     peak_bytes=st.get("peak_bytes_in_use"),
                      first_call_s=first, median_s=float(np.median(ts)), min_s=min(ts), max_s=max(ts),
                      reps=5, checked=ok), out)
 
@@ -329,6 +345,12 @@ def main():
     ap.add_argument("--profile", type=ints, default=[], help="G1 sizes for the stage profile")
     ap.add_argument("--budget", type=int, default=None)
     ap.add_argument("--budget-gb", type=float, default=16.0)
+    ap.add_argument("--host-scalars", action="store_true",
+                    help="--budget: the scalars in host memory too (the out-of-core H)")
+    ap.add_argument("--msm-gib", type=float, default=None,
+                    help="--budget: the MSM's budget in GiB (default 0.6 of the pool)")
+    ap.add_argument("--hold-gib", type=float, default=0.0,
+                    help="--budget: GiB held on the device throughout (a resident witness)")
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--g2-both", action="store_true",
                     help="G2 sizes also with MSMConfig.fused_split flipped (hypothesis 20: "
@@ -357,7 +379,7 @@ def main():
             bench_msm(dataclasses.replace(G2, config=KernelConfig(), split=False), a.g2, a.out,
                       a.reps)
     if a.budget is not None:
-        bench_budget(a.budget, a.budget_gb, a.out)
+        bench_budget(a.budget, a.budget_gb, a.out, a.host_scalars, a.msm_gib, a.hold_gib)
 
 
 if __name__ == "__main__":

@@ -649,9 +649,11 @@ def _check(curve: Curve, bases, scalars):
 
 def msm(curve: Curve, bases, scalars, config: MSMConfig | None = None, on_chunk=None):
     """Σ_i s_i·P_i for every scalar vector: bases affine ``(2, *fp, N)``
-    (device or host array), scalars Fr ``(8, *batch, N)`` -> projective
-    ``(3, *fp, *batch)``.  With ``config.budget_bytes`` the bases are
-    processed in power-of-two chunks whose working set fits the budget.
+    (device or host array), scalars Fr ``(8, *batch, N)`` (device or host
+    array) -> projective ``(3, *fp, *batch)``.  With ``config.budget_bytes``
+    the bases are processed in power-of-two chunks whose working set fits
+    the budget; host bases and host scalars then go to the device a chunk
+    at a time (the 0/1 split below puts host scalars whole).
 
     0/1 split (``config.split_threshold``): the positions where every scalar
     vector holds 0 or 1 are counted on the device (one host sync of the
@@ -670,10 +672,14 @@ def msm(curve: Curve, bases, scalars, config: MSMConfig | None = None, on_chunk=
     batch = scalars.shape[1:-1]
     G = math.prod(batch)
     c = check_window(cfg.window or choose_window(n), G)
-    s = jnp.asarray(scalars).reshape(8, G, n)
+    # host scalars stay on the host for the chunked path (each chunk's slice is put with
+    # its bases): staged whole, they are a second device vector beside the budget (4 GiB
+    # for H at 2^27: the 32GiB 16 GB mode's msm_h, bench/NOTES.md session 27)
+    host_s = isinstance(scalars, np.ndarray)
+    s = scalars.reshape(8, G, n) if host_s else jnp.asarray(scalars).reshape(8, G, n)
     if cfg.split_threshold is not None and not any(
             isinstance(x, jax.core.Tracer) for x in (bases, scalars)):
-        out = _auto_split(curve, bases, s, cfg, on_chunk)
+        out = _auto_split(curve, bases, _to_device(s), cfg, on_chunk)
         if out is not None:
             return out.reshape(curve.proj + batch)
     if cfg.budget_bytes is None and n & (n - 1):
@@ -682,19 +688,21 @@ def msm(curve: Curve, bases, scalars, config: MSMConfig | None = None, on_chunk=
         n2 = 1 << (n - 1).bit_length()
         pad = [(0, 0)] * (bases.ndim - 1) + [(0, n2 - n)]
         bases = np.pad(bases, pad) if isinstance(bases, np.ndarray) else jnp.pad(bases, pad)
-        s = jnp.pad(s, ((0, 0), (0, 0), (0, n2 - n)))
+        s = jnp.pad(_to_device(s), ((0, 0), (0, 0), (0, n2 - n)))
         n = n2
         c = check_window(cfg.window or choose_window(n), G)
     if cfg.budget_bytes is None or working_set_bytes(curve, n, G, c, cfg) <= cfg.budget_bytes:
-        out = _msm_jit(curve, _to_device(bases), s, c, _traced(cfg))
+        out = _msm_jit(curve, _to_device(bases), _to_device(s), c, _traced(cfg))
         return out.reshape(curve.proj + batch)
     host = isinstance(bases, np.ndarray)
+    # host inputs: the next chunk's copy is in flight beside this chunk's (_in_chunks)
     chunk = _chunk_size(n, lambda k: working_set_bytes(curve, k, G, c, cfg)
-                        + (2 * _bases_bytes(curve, k) if host else 0), cfg.budget_bytes, "msm")
+                        + (2 * _bases_bytes(curve, k) if host else 0)
+                        + (2 * G * k * 32 if host_s else 0), cfg.budget_bytes, "msm")
 
     def step(lo, hi, buckets):
         b, sc = _pad_last(bases[..., lo:hi], chunk), _pad_last(s[..., lo:hi], chunk)
-        return _chunk_jit(curve, _to_device(b), sc, c, _traced(cfg), buckets)
+        return _chunk_jit(curve, _to_device(b), _to_device(sc), c, _traced(cfg), buckets)
 
     buckets = _in_chunks(n, chunk, step, curve.identity((G * num_windows(c) << (c - 1),)),
                          on_chunk)

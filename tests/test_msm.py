@@ -142,6 +142,38 @@ def test_bits_sum_in_chunks_within_a_budget(g1_bases, monkeypatch):
         M.bits_sum(G1, bases, bits, M.MSMConfig(window=4, lanes=8, budget_bytes=100))
 
 
+def test_msm_host_scalars_go_to_the_device_a_chunk_at_a_time(g1_bases, monkeypatch):
+    """msm under a budget with host scalars (the out-of-core H, its
+    coefficients in host memory): each chunk's scalars are put with its
+    bases, so the whole scalar vector is never on the device (staged whole
+    it was a 4 GiB vector beside the budget at 2^27); the chunk size counts
+    the next chunk's scalars in flight; the sum is that of the whole vector."""
+    ks, bases = g1_bases
+    rng = random.Random(19)
+    rows = [[rng.randrange(R) for _ in range(N)], [rng.randrange(2) for _ in range(N)]]
+    s = np.asarray(Fr.from_int(np.array(rows, dtype=object)))               # (8, 2, N)
+    chunks, real = [], M._chunk_jit
+
+    def spy(curve, b, sc, c, cfg, acc):
+        assert not any(a.shape == s.shape for a in jax.live_arrays()), "scalars staged whole"
+        chunks.append(sc.shape[-1])
+        return real(curve, b, sc, c, cfg, acc)
+
+    monkeypatch.setattr(M, "_chunk_jit", spy)
+    c = M.check_window(CFG.window, 2)
+    ws = lambda k: M.working_set_bytes(G1, k, 2, c, CFG)                # noqa: E731
+    budget = ws(8) + 2 * 2 * 8 * 32 + 2 * M._bases_bytes(G1, 8)
+    cfg = M.MSMConfig(window=4, lanes=8, small_lanes=4, min_steps=4, budget_bytes=budget)
+    want = [_expected(ks, r) for r in rows]
+    got = G1.to_affine_ints(M.msm(G1, np.asarray(bases), s, cfg))
+    assert got == want and chunks == [8] * 4
+    chunks.clear()                  # device bases: the scalars' in-flight copy still counted
+    budget = ws(8) + 2 * 2 * 8 * 32
+    cfg = M.MSMConfig(window=4, lanes=8, small_lanes=4, min_steps=4, budget_bytes=budget - 1)
+    assert G1.to_affine_ints(M.msm(G1, jnp.asarray(bases), s, cfg)) == want
+    assert chunks == [4] * 8 and ws(4) + 2 * 2 * 4 * 32 < budget - 1 < ws(8) + 2 * 2 * 8 * 32
+
+
 @pytest.mark.parametrize("shape", [(2, 12, 40), (2, 2, 12, 40)])
 def test_to_device_copies_host_slices_row_by_row(shape):
     """_to_device: a strided last-axis slice of host bases (G1 and G2 shapes)

@@ -23,7 +23,10 @@ block = ``--cols`` columns of it):
   vector, in pieces of at most ``--piece-mib`` MiB, one per thread, each
   written into the result as it arrives with ``--in-flight`` pieces put
   ahead / its limb planes all put, then stacked (the function before
-  hypothesis 47: each put vector briefly twice on the device); the records
+  hypothesis 47: each put vector briefly twice on the device);
+  ``put_planes.nopool``: the same without a thread pool (the puts issued
+  from one thread, the one ``--in-flight`` back waited: how ``ops.msm``
+  streams its host bases and scalars); the records
   give the device's peak bytes beyond what was in use before the case
   (``peak_extra_bytes``; the peak is the process's, so run the case of the
   lower peak first, or alone);
@@ -54,7 +57,7 @@ from ops.field import Fr
 
 CASES = ("memcpy", "gather_cols", "gather_cols.threads", "scatter_cols.threads",
          "h2d.pageable", "h2d.pageable.threads", "h2d.pinned", "d2h", "d2h.pinned", "fetch",
-         "put_planes", "put_planes.stack", "put_block.col", "write_block.col")
+         "put_planes", "put_planes.nopool", "put_planes.stack", "put_block.col", "write_block.col")
 
 
 def memory_sharding(kind: str):
@@ -125,8 +128,8 @@ def main(argv=None):
     x_dev = jax.block_until_ready(jax.device_put(x))
     blk_dev = jax.block_until_ready(jax.device_put(block))
 
-    def put_lib():
-        return transfer.put_planes(x, pool, in_flight=args.in_flight,
+    def put_lib(on=pool):
+        return transfer.put_planes(x, on, in_flight=args.in_flight,
                                    piece_bytes=args.piece_mib << 20)
 
     def planes_put(v):
@@ -169,6 +172,8 @@ def main(argv=None):
             return (lambda: _fresh(x_dev)), transfer.fetch, x.nbytes
         if case == "put_planes":
             return None, lambda _: jax.block_until_ready(put_lib()), x.nbytes
+        if case == "put_planes.nopool":
+            return None, lambda _: jax.block_until_ready(put_lib(None)), x.nbytes
         if case == "put_planes.stack":
             return None, lambda _: jax.block_until_ready(put_planes_stacked(x, pool)), x.nbytes
         if case == "put_block.col":
@@ -201,7 +206,7 @@ def main(argv=None):
                   "gb_s": nbytes / med / 1e9,
                   "peak_extra_bytes": None if before is None else
                   _device_bytes("peak_bytes_in_use") - before}, args.out)
-        for case, put in (("put_planes", put_lib),
+        for case, put in (("put_planes", put_lib), ("put_planes.nopool", lambda: put_lib(None)),
                           ("put_planes.stack", lambda: put_planes_stacked(x, pool))):
             if case in cases and not np.array_equal(np.asarray(put()), x):
                 raise SystemExit(f"{case} put the wrong elements")

@@ -588,14 +588,16 @@ def _chunk_size(n: int, working_set, budget: int, what: str) -> int:
 
 def _to_device(x):
     """x on the default device.  A host array, typically a chunk of host bases
-    (a last-axis slice of ``(2, *fp, N)``: one contiguous run per limb row),
-    goes one row per ``jax.device_put`` into one device array: no host
-    gather of the strided slice.  Hypothesis 25 (``bench.host_copy``, H200
-    host, 2^24 G1 points, 1.6 GB): 0.058 s, against 0.31 s for one
-    ``jnp.asarray`` of the slice and 0.25 s for one put of a contiguous copy."""
+    or scalars (a last-axis slice of ``(2, *fp, N)`` / ``(8, G, N)``: one
+    contiguous run per limb row), goes by ``transfer.put_planes`` on a pool
+    of ``transfer.WORKERS`` threads: pieces of its rows written into one
+    device array, no host gather of the strided slice.  The pool is what
+    makes it fast (H200 host, 2 GiB: 30.2 GB/s with 16 threads, 6.4 GB/s
+    from one thread; bench/NOTES.md session 27)."""
     if not isinstance(x, np.ndarray):
         return jnp.asarray(x)
-    return transfer.put_planes(x, None)        # rows: a view for such slices (the axes merge)
+    with transfer.copy_pool() as pool:     # rows: a view for such slices (the axes merge)
+        return transfer.put_planes(x, pool)
 
 
 def _in_chunks(n: int, chunk: int, step, acc, on_chunk=None):

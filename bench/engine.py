@@ -364,15 +364,13 @@ def _post_counts(kind: str, size: str) -> Counts:
 def msm_budget_for(counts: Counts, budget: int, out_of_core: int | None = None) -> int:
     """The MSM budget left within ``budget`` bytes once the matrices and the
     NTT buffers (``bench.filecoin.plan``, keys in host memory) are counted;
-    out of core, once the MSMs' stage holds w and its copy (w ‖ r, or h):
-    32·(num_vars + max(num_vars, m))."""
+    out of core, once the MSMs' stage holds w and its copy w ‖ r (h goes a
+    chunk at a time): 32·2·num_vars."""
     if out_of_core is None:
         p = kind_plan(KIND, counts, budget, 0)
         return budget - p.resident_bytes - p.work_bytes
     from bench import filecoin as BF
-    from jaxprove import groth16 as G
-    m = 1 << G.domain_log(counts.rows)
-    return budget - BF.FR_BYTES * (counts.num_vars + max(counts.num_vars, m))
+    return budget - BF.FR_BYTES * 2 * counts.num_vars
 
 
 def plan_case(plans: list[KindPlan], budget: int | None, msm_budget: int | None,

@@ -346,8 +346,9 @@ def plan(rows: int, num_vars: int, num_aux: int, dense_vars: int, matrices_bytes
     ``out_of_core`` (bytes, with ``keys_in_host``; the 16 GB mode,
     ``groth16.prove(out_of_core_budget=)``): no key, matrices or domain on
     the device; prove peak = w + the larger of the budget (SpMV row blocks,
-    NTT sweeps) and the MSMs' stage (w ‖ r or h, 32·max(num_vars, m), + the
-    MSM budget, which defaults to the same budget); host while proving =
+    NTT sweeps) and the MSMs' stage (w ‖ r, 32·num_vars, + the MSM budget,
+    which defaults to the same budget; h, in host memory, goes to the
+    device a chunk at a time, ``ops.msm``); host while proving =
     the key + the matrices twice (``to_host``'s and the prepared
     ``pce.host_plan``'s pinned row blocks) + a, b, c and h (4 vectors of m:
     the h steps overwrite a and b)."""
@@ -376,8 +377,7 @@ def plan(rows: int, num_vars: int, num_aux: int, dense_vars: int, matrices_bytes
     if out_of_core is not None:
         if not keys_in_host:
             raise ValueError("plan: out_of_core needs keys_in_host")
-        msm_stage = FR_BYTES * max(num_vars, m) + (out_of_core if msm_budget is None
-                                                   else msm_budget)
+        msm_stage = FR_BYTES * num_vars + (out_of_core if msm_budget is None else msm_budget)
         return Plan(rows, log_m, HOST_BYTES_PER_ROW * rows, key, setup,
                     FR_BYTES * num_vars + max(out_of_core, msm_stage), host_setup,
                     key + 2 * matrices_bytes + G.out_of_core_host_bytes(rows))
@@ -712,7 +712,7 @@ def run_case(kind: str, size: str, reps: int = 5, env: dict | None = None,
         _say(f"the SpMV's row blocks {'prepared' if host_plan.blocks else 'cut per proof'} "
              f"in {rec['host_plan_s']:.1f} s")
     res = E.Resident(pk, vk, m, _nbytes((pk, vk, m, dom, pos), device_only=True), dom, pos,
-                     host_plan)
+                     host_plan, {})
     rec["key_bytes"], rec["resident_bytes"] = _nbytes((pk, vk)), res.nbytes
     ballast = None
     if device_budget is not None:
@@ -748,8 +748,8 @@ def run_case(kind: str, size: str, reps: int = 5, env: dict | None = None,
     if out_of_core is None:
         bad = prover.check(res, w)[0]
     else:                      # the prover leaves a lone instance to its proof: check it here
-        first = int(pce.evaluate_host(m, w, out_of_core, check=True, plan=host_plan)[3]
-                    .reshape(-1)[0])
+        first = int(pce.evaluate_host(m, w, out_of_core, check=True, plan=host_plan,
+                                      learned=res.budgets)[3].reshape(-1)[0])
         bad = None if first < 0 else f"first failing row {first}"
     rec["check_first_s"] = time.perf_counter() - t
     if bad is not None:
@@ -763,6 +763,7 @@ def run_case(kind: str, size: str, reps: int = 5, env: dict | None = None,
         timing, proof, public = _timed_proofs(prover, res, w, streaming_reps, msm_budget, want,
                                               f"{kind} {size}")
         rec.update(timing)
+        rec["learned_budgets"] = dict(res.budgets)    # the budgets a halving settled on
         if ballast is not None and timing["proofs_in_use_max_bytes"] is not None:
             rec["proofs_in_use_max_bytes_less_ballast"] = \
                 timing["proofs_in_use_max_bytes"] - rec["ballast_bytes"]

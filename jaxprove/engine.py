@@ -427,7 +427,9 @@ class Resident(NamedTuple):
     """What stays on a device per topology (pk's vectors may be host arrays
     in streaming mode; domain: the circuit's ``ops.ntt.Domain``; positions:
     its ``groth16.msm_positions``; host_plan: out of core, the SpMV's row
-    blocks for one instance, ``pce.host_plan``, in pinned host memory)."""
+    blocks for one instance, ``pce.host_plan``, in pinned host memory;
+    budgets: the device budgets that served this circuit's steps where a
+    first plan ran out of memory, a dict ``memory.halving`` fills, or None)."""
     pk: Any
     vk: Any
     matrices: Any
@@ -435,6 +437,7 @@ class Resident(NamedTuple):
     domain: Any = None
     positions: Any = None
     host_plan: Any = None
+    budgets: Any = None
 
 
 class Prover(Protocol):
@@ -601,7 +604,7 @@ class Groth16Prover:
         # has room for them beside the proof's a, b, c and h
         plan = pce.host_plan(m, 1, self.out_of_core_budget, device, prepared=None,
                              working=G.out_of_core_host_bytes(m.rows)) if ooc else None
-        return Resident(pk, vk, m, nbytes, dom, pos, plan)
+        return Resident(pk, vk, m, nbytes, dom, pos, plan, {})
 
     def check(self, res, w) -> list:
         """Per instance None or why its witness fails (a·b ≠ c), so that one
@@ -617,7 +620,8 @@ class Groth16Prover:
         elif w.shape[1] == 1:
             return [None]
         else:
-            first = pce.evaluate_host(res.matrices, w, self.out_of_core_budget, check=True)[3]
+            first = pce.evaluate_host(res.matrices, w, self.out_of_core_budget, check=True,
+                                      learned=res.budgets)[3]
         return [None if r < 0 else f"the witness does not satisfy the circuit (first failing "
                 f"row {r})" for r in np.asarray(first).reshape(-1)]
 
@@ -637,7 +641,8 @@ class Groth16Prover:
             else None
         proof, times = G.prove(res.pk, res.matrices, w, msm_config=cfg, domain=res.domain,
                                positions=res.positions, on_stage=on_stage,
-                               out_of_core_budget=self.out_of_core_budget, host_plan=plan)
+                               out_of_core_budget=self.out_of_core_budget, host_plan=plan,
+                               learned_budgets=res.budgets)
         pub = Fr.to_int(np.asarray(w[:, :, 1:res.matrices.num_inputs]))
         return proof, [[int(v) for v in row] for row in pub], times
 

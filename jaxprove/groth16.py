@@ -536,7 +536,8 @@ def prove(pk: ProvingKey, matrices: pce.Matrices, w, seed: int | None = None,
           msm_config: M.MSMConfig | None = None, domain: N.Domain | None = None,
           positions: MSMPositions | None = None,
           on_stage: Callable[[str], None] | None = None,
-          out_of_core_budget: int | None = None, host_plan: pce.HostPlan | None = None):
+          out_of_core_budget: int | None = None, host_plan: pce.HostPlan | None = None,
+          learned_budgets: dict | None = None):
     """Proofs for a batch of witnesses w ``(8, *batch, n_vars)`` (Fr, bellperson
     order, w[..., 0] = 1) -> (Proof with batch shape ``batch``, timings dict in
     seconds per stage: spmv, ntt, msm_g1 and msm_g2 (the merged MSMs; with
@@ -572,11 +573,13 @@ def prove(pk: ProvingKey, matrices: pce.Matrices, w, seed: int | None = None,
     NTT: on the device with two whole vectors there where the budget holds
     them (``h_coefficients_resident``), else over host vectors
     (``h_coefficients_host``); ``domain`` is not used.  h (8, *batch,
-    m − 1) stays in host memory until its MSM (the last) copies it to the
-    device whole, and the MSMs run within ``msm_config.budget_bytes``,
+    m − 1) stays in host memory (its MSM, the last, puts it a chunk at a
+    time), and the MSMs run within ``msm_config.budget_bytes``,
     which defaults to the same budget.  A step that runs out of device
     memory (the budgets are estimates) runs again within half its budget
-    (``memory.halving``).  The proof is bit for bit that of the in-core
+    (``memory.halving``); ``learned_budgets``, a dict the caller keeps per
+    circuit and device, remembers the budgets that served, so the next
+    proof starts within them.  The proof is bit for bit that of the in-core
     path with the same MSM configuration and seed.
     ``host_plan`` (``pce.host_plan(matrices, batch, out_of_core_budget)``,
     built once per circuit and batch size, like ``domain`` and
@@ -587,8 +590,8 @@ def prove(pk: ProvingKey, matrices: pce.Matrices, w, seed: int | None = None,
     estimate from the byte counts, not measured; 1 vector = 4 GiB): the
     caller's w (1 vector) plus, during the SpMV and the NTT sweeps, at most
     the budget (which counts the SpMV's element-major copy of w, 1 vector);
-    during msm_a / msm_b the copy w ‖ r or w ‖ s (1 vector), during msm_h
-    h (1 vector), plus the MSM budget.  E.g. out_of_core_budget = 8 GiB and
+    during msm_a / msm_b the copy w ‖ r or w ‖ s (1 vector), plus the MSM
+    budget.  E.g. out_of_core_budget = 8 GiB and
     msm_config.budget_bytes = 4 GiB: about 12 GiB at the peak; one budget
     of 6 GiB for both: about 14 GiB.  (The NTT's device form needs a budget
     above two vectors, 8 GiB at 2^27; below, h is computed over host vectors.)
@@ -600,11 +603,11 @@ def prove(pk: ProvingKey, matrices: pce.Matrices, w, seed: int | None = None,
         raise ValueError("prove: host_plan is the out-of-core SpMV's: it needs out_of_core_budget")
     with placed_like(w):
         return _prove(pk, matrices, w, seed, msm_config, domain, positions, on_stage,
-                      out_of_core_budget, host_plan)
+                      out_of_core_budget, host_plan, learned_budgets)
 
 
 def _prove(pk, matrices, w, seed, msm_config, domain, positions, on_stage, out_of_core_budget,
-           host_plan):
+           host_plan, learned):
     pce._check_witness(matrices, w)
     batch = w.shape[1:-1]
     if key_num_vars(pk) != matrices.num_vars:
@@ -635,7 +638,7 @@ def _prove(pk, matrices, w, seed, msm_config, domain, positions, on_stage, out_o
     if out_of_core_budget is None:
         h = _h_in_core(matrices, w, log_m, domain, lap)
     else:
-        h = _h_out_of_core(matrices, w, log_m, out_of_core_budget, lap, host_plan)
+        h = _h_out_of_core(matrices, w, log_m, out_of_core_budget, lap, host_plan, learned)
         if msm_config is None or msm_config.budget_bytes is None:
             msm_config = dataclasses.replace(msm_config or M.default_config(),
                                              budget_bytes=out_of_core_budget)
@@ -649,7 +652,8 @@ def _prove(pk, matrices, w, seed, msm_config, domain, positions, on_stage, out_o
         paused, held = paused + d, held + d
 
     proof = prove_msms(pk, w, h, matrices.num_inputs, positions or msm_positions(matrices), r, s,
-                       msm_config, lap, between_chunks if on_stage is not None else None)
+                       msm_config, lap, between_chunks if on_stage is not None else None,
+                       learned)
     times["total"] = time.perf_counter() - t0 - paused
     if paused:
         times["paused"] = paused
@@ -679,7 +683,8 @@ def _h_in_core(matrices: pce.Matrices, w, log_m: int, domain: N.Domain | None, l
     return h
 
 
-def _h_out_of_core(matrices: pce.Matrices, w, log_m: int, budget: int, lap, host_plan=None):
+def _h_out_of_core(matrices: pce.Matrices, w, log_m: int, budget: int, lap, host_plan=None,
+                   learned=None):
     """h (8, *batch, m − 1) in host memory, computed out of core within
     ``budget`` device bytes per program: host a, b, c (8, *batch, m) from
     ``pce.evaluate_host`` (checked in row blocks; ``host_plan``, if given),
@@ -693,10 +698,11 @@ def _h_out_of_core(matrices: pce.Matrices, w, log_m: int, budget: int, lap, host
     budget (``memory.halving``: the budgets are estimates): the SpMV then
     cuts its row blocks per call instead of ``host_plan``'s; h starts over
     from a new SpMV at the budget that served (its failed try overwrote a
-    and b; the ntt stage's time then includes that SpMV)."""
+    and b; the ntt stage's time then includes that SpMV).  ``learned``:
+    ``memory.halving``'s, for every one of these steps."""
     def spmv(b):
         return pce.evaluate_host(matrices, w, b, length=1 << log_m, check=True,
-                                 plan=host_plan if b == budget else None)
+                                 plan=host_plan if b == budget else None, learned=learned)
 
     served = []                     # the SpMV's budget that served
 
@@ -704,7 +710,7 @@ def _h_out_of_core(matrices: pce.Matrices, w, log_m: int, budget: int, lap, host
         def run(b):
             served[:] = [b]
             return spmv(b)
-        return memory.halving(run, served[0] if served else budget, what)
+        return memory.halving(run, served[0] if served else budget, what, learned=learned)
 
     abc = [lap("spmv", evaluated("prove: the out-of-core SpMV"))]
     _refuse_unsatisfied(matrices, abc[0][3])
@@ -720,12 +726,13 @@ def _h_out_of_core(matrices: pce.Matrices, w, log_m: int, budget: int, lap, host
         with transfer.copy_pool() as pool:
             return fetch_into(a[..., :-1], h, pool)
 
-    return lap("ntt", memory.halving(h, budget, "prove: the out-of-core h"))
+    return lap("ntt", memory.halving(h, budget, "prove: the out-of-core h", learned=learned))
 
 
 def prove_msms(pk: ProvingKey, w, h, num_inputs: int, positions: MSMPositions, r, s,
                msm_config: M.MSMConfig | None = None, lap=lambda name, x: x,
-               between_chunks: Callable[[str], None] | None = None) -> Proof:
+               between_chunks: Callable[[str], None] | None = None,
+               learned: dict | None = None) -> Proof:
     """The MSMs and the combination of a proof, shared by every H convention
     (ours, snarkjs's): witness w ``(8, *batch, n_vars)``, h coefficients
     ``(8, *batch, len(pk.h))``, blinding r, s ``(8, *batch)``.
@@ -745,7 +752,8 @@ def prove_msms(pk: ProvingKey, w, h, num_inputs: int, positions: MSMPositions, r
     msm_b_g1, msm_b_g2, msm_l, msm_h): for bases on the device 80% of its
     free memory unless given, for host bases none unless given.  An MSM of
     the per-MSM path that runs out of device memory is run again within
-    half its budget (at most ``MSM_RETRIES`` times, with a logged warning)."""
+    half its budget (at most ``MSM_RETRIES`` times, with a logged warning;
+    ``learned``: ``memory.halving``'s, by stage)."""
     batch = w.shape[1:-1]
     vectors = (pk.a, pk.b_g1, pk.b_g2, pk.l, pk.h)
     host = any(isinstance(x.dense if isinstance(x, M.SplitBases) else x, np.ndarray)
@@ -786,18 +794,18 @@ def prove_msms(pk: ProvingKey, w, h, num_inputs: int, positions: MSMPositions, r
     def hook(stage):
         return None if between_chunks is None else (lambda: between_chunks(stage))
 
-    def retried(run):
+    def retried(stage, run):
         # the working sets are estimates (session 11: a sort buffer 25% above its share):
         # on running out of device memory the MSM is run again within half the budget
         cfg = msm_config
         if cfg is None or cfg.budget_bytes is None:
             return jax.block_until_ready(run(cfg))
         return memory.halving(lambda b: run(dataclasses.replace(cfg, budget_bytes=b)),
-                              cfg.budget_bytes, "prove: an MSM", MSM_RETRIES)
+                              cfg.budget_bytes, f"prove: {stage}", MSM_RETRIES, learned)
 
     def split(stage, curve, bases, scalars, positions):
-        return lap(stage, retried(lambda cfg: M.msm_split(curve, bases, scalars, positions, cfg,
-                                                          on_chunk=hook(stage))))
+        return lap(stage, retried(stage, lambda cfg: M.msm_split(
+            curve, bases, scalars, positions, cfg, on_chunk=hook(stage))))
 
     def dense(cfg):
         # H as it is: no split, no padding of its m − 1 bases (a whole copy of the vector on
@@ -812,7 +820,7 @@ def prove_msms(pk: ProvingKey, w, h, num_inputs: int, positions: MSMPositions, r
     msm_b2 = split("msm_b_g2", G2, pk.b_g2, ss, pos_d)
     del ss
     msm_l = split("msm_l", G1, pk.l, w[..., num_inputs:], positions.aux)
-    msm_h = lap("msm_h", retried(dense))
+    msm_h = lap("msm_h", retried("msm_h", dense))
     return lap("combine", _combine(fixed, msm_a, msm_b1, msm_b2, msm_l, msm_h, r, s))
 
 

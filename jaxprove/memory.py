@@ -30,21 +30,35 @@ def out_of_memory(e: BaseException) -> bool:
     return isinstance(e, jax.errors.JaxRuntimeError) and "RESOURCE_EXHAUSTED" in str(e)
 
 
-def halving(run: Callable[[int], T], budget: int, what: str, retries: int = RETRIES) -> T:
+def halving(run: Callable[[int], T], budget: int, what: str, retries: int = RETRIES,
+            learned: dict | None = None) -> T:
     """``run(budget)``; where it runs out of device memory, ``run(budget // 2)``
     (a logged warning), at most ``retries`` times; the last failure, and any
     other error, propagates.  ``run`` must leave its inputs as they were when
     it fails (each try starts over).  The result is made ready inside the
-    try (``jax.block_until_ready``), so an asynchronous failure is caught."""
+    try (``jax.block_until_ready``), so an asynchronous failure is caught.
+
+    ``learned``: budgets that served, by ``what`` (a dict the caller keeps
+    for one circuit on one device): the step starts within the smaller of
+    ``budget`` and the one that last served it, and a halving that serves
+    is recorded there, so a plan that is off costs one retry per circuit,
+    not one per proof (the 32GiB 16 GB mode's out-of-core h ran out at 9
+    GiB and redid its SpMV: ~30 s a proof, bench/NOTES.md session 27)."""
+    if learned is not None:
+        budget = min(budget, learned.get(what, budget))
     for retry in range(retries + 1):
         try:
-            return jax.block_until_ready(run(budget))
+            out = jax.block_until_ready(run(budget))
         except jax.errors.JaxRuntimeError as e:
             if not out_of_memory(e) or retry == retries or budget < 2:
                 raise
             log.warning("%s ran out of device memory within %d bytes; again within %d",
                         what, budget, budget // 2)
             budget //= 2
+            continue
+        if retry and learned is not None:
+            learned[what] = budget
+        return out
     raise AssertionError("unreachable")
 
 

@@ -507,7 +507,8 @@ def first_bad_host(a: np.ndarray, b: np.ndarray, c: np.ndarray, rows: int,
 
 
 def evaluate_host(m: Matrices, w, budget: int, *, length: int | None = None,
-                  check: bool = False, plan: HostPlan | None = None):
+                  check: bool = False, plan: HostPlan | None = None,
+                  learned: dict | None = None):
     """``evaluate`` out of core: m's arrays in host memory (``to_host``; device
     arrays work too), w (8, *batch, num_vars) on the device -> host numpy
     (a, b, c), each uint32 (8, *batch, length) (length ≥ rows, default
@@ -525,7 +526,8 @@ def evaluate_host(m: Matrices, w, budget: int, *, length: int | None = None,
     for the whole evaluation).  With ``check``, also the first row with
     a·b != c per instance (int (*batch,), −1 where satisfied, as
     ``is_satisfied``; ``first_bad_host``, run again within half the budget
-    where the device runs out of memory: ``memory.halving``)."""
+    where the device runs out of memory: ``memory.halving``, with
+    ``learned``)."""
     _check_witness(m, w)
     batch = w.shape[1:-1]
     B = math.prod(batch)
@@ -556,7 +558,8 @@ def evaluate_host(m: Matrices, w, budget: int, *, length: int | None = None,
                 _write_rows(out, *pending, pool)
         del wt
         first = memory.halving(lambda b: first_bad_host(*outs, m.rows, b, pool), budget,
-                               "evaluate_host: the satisfaction check") if check else None
+                               "evaluate_host: the satisfaction check",
+                               learned=learned) if check else None
     outs = tuple(x.reshape((Fr.L,) + batch + (length,)) for x in outs)
     return outs + (first.reshape(batch),) if check else outs
 

@@ -354,8 +354,9 @@ def test_merged_msms_fall_back_to_chunks_within_a_budget(circuit):
 def test_an_msm_out_of_device_memory_runs_again_within_half_the_budget(circuit, monkeypatch):
     """The per-MSM path: an MSM whose device runs out of memory (the
     runtime's RESOURCE_EXHAUSTED) runs again within half its budget, the
-    proof is the same; other errors, an exhausted retry count and calls
-    without a budget are not retried."""
+    proof is the same, and with ``learned_budgets`` the next proof starts
+    there; other errors, an exhausted retry count and calls without a budget
+    are not retried."""
     from ops import msm as M
     r1cs, w, pk, vk, _, _, ys = circuit
     m = pce.extract(r1cs)
@@ -383,6 +384,12 @@ def test_an_msm_out_of_device_memory_runs_again_within_half_the_budget(circuit, 
     # (msm may call itself on a split part: more calls at the half budget)
     assert seen.count(budget) == 5 and set(seen) == {budget, budget // 2}
     assert np.all(np.asarray(G.verify(vk, ys, got)))
+    learned = {}                # kept by the caller: the second proof has no failed tries
+    for first in (True, False):
+        seen.clear()
+        got, _ = G.prove(pk, m, w, seed=6, msm_config=cfg, learned_budgets=learned)
+        assert (budget in seen) == first and set(learned.values()) == {budget // 2}
+        assert all(np.array_equal(np.asarray(x), np.asarray(y)) for x, y in zip(got, want))
     for fn, match in ((flaky(budget // 8), "RESOURCE_EXHAUSTED"),     # 2 retries: budget / 4
                       (flaky(0, "INTERNAL: something else"), "INTERNAL")):
         seen.clear()

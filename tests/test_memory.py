@@ -39,6 +39,25 @@ def test_halving_retries_out_of_memory_within_half_the_budget(caplog):
         memory.halving(lambda b: int("x"), 1000, "a step")
 
 
+def test_halving_learns_the_budget_that_served():
+    """With ``learned``: a halving that serves is recorded under its step's
+    name and the next call starts there (one retry per circuit, not per
+    proof); a first try that serves records nothing; a smaller budget than
+    the learned one is kept; other steps are not affected."""
+    seen, learned = [], {}
+    assert memory.halving(flaky(300, seen), 1000, "h", learned=learned) == 250
+    assert learned == {"h": 250} and seen == [1000, 500, 250]
+    seen.clear()
+    assert memory.halving(flaky(300, seen), 1000, "h", learned=learned) == 250
+    assert seen == [250]                                    # no failed tries the second time
+    assert memory.halving(flaky(300, seen), 100, "h", learned=learned) == 100
+    assert memory.halving(flaky(300, seen), 1000, "spmv", learned=learned) == 250
+    assert seen == [250, 100, 1000, 500, 250] and learned == {"h": 250, "spmv": 250}
+    seen.clear()
+    assert memory.halving(flaky(3000, seen), 1000, "check", learned=learned) == 1000
+    assert "check" not in learned
+
+
 def test_out_of_memory_is_the_runtime_error_only():
     assert memory.out_of_memory(jax.errors.JaxRuntimeError(OOM))
     assert not memory.out_of_memory(jax.errors.JaxRuntimeError("INTERNAL: no"))

@@ -112,12 +112,13 @@ def test_out_of_core_h_steps_run_again_within_half_the_budget(monkeypatch):
     cut for the full budget) and the NTT each run again within half their
     budget where the device runs out of memory, the NTT from a new SpMV (at
     the budget that served: its failed try overwrote a and b); other errors
-    propagate."""
+    propagate.  With ``learned`` (the engine's per circuit) the next call
+    starts within the budgets that served."""
     budget, log_m, calls = 1 << 20, 4, []
     a = np.zeros((8, 1, 1 << log_m), np.uint32)
     oom = jax.errors.JaxRuntimeError("RESOURCE_EXHAUSTED: Out of memory")
 
-    def evaluate_host(m, w, b, *, length, check, plan):
+    def evaluate_host(m, w, b, *, length, check, plan, learned):
         calls.append(("spmv", b, plan))
         if b == budget:
             raise oom
@@ -137,6 +138,13 @@ def test_out_of_core_h_steps_run_again_within_half_the_budget(monkeypatch):
     assert calls == [("spmv", budget, "plan"), ("spmv", budget // 2, None),
                      ("h", budget), ("spmv", budget // 2, None), ("h", budget // 2)]
     assert isinstance(h, np.ndarray) and h.shape == (8, 1, 15) and h.all()
+    learned = {}                  # kept per circuit: the next proof starts where one served
+    for want in ([("spmv", budget, "plan"), ("spmv", budget // 2, None), ("h", budget),
+                  ("spmv", budget // 2, None), ("h", budget // 2)],
+                 [("spmv", budget // 2, None), ("h", budget // 2)]):
+        calls.clear()
+        G._h_out_of_core(m, None, log_m, budget, lambda name, x: x, "plan", learned)
+        assert calls == want
     monkeypatch.setattr(G, "h_coefficients_resident", lambda *x, **k: int("x"))
     with pytest.raises(ValueError):
         G._h_out_of_core(m, None, log_m, budget, lambda name, x: x)

@@ -44,3 +44,22 @@ def test_a_wrong_sweep_is_caught(monkeypatch):
     with pytest.raises(SystemExit, match="differs"):
         B.main(ARGS + ["--cases", "h_host.pipelined,h_host.serial"])
     assert np.all(B.random_vectors(4, 1)[0][-1] < 2**28)
+
+
+def test_h_memory_programs_update_their_vector_in_place():
+    """bench/device/h_memory.py: every program of the device-resident h
+    aliases its donated vector (output = alias: no second copy of t or h),
+    its temporaries below one vector."""
+    import importlib.util
+    import pathlib
+    path = pathlib.Path(__file__).parent.parent / "bench" / "device" / "h_memory.py"
+    spec = importlib.util.spec_from_file_location("h_memory", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    log_m = 12
+    vector = 32 << log_m
+    ch, out = mod.analyse(log_m, 2 * vector + (vector >> 1))
+    assert set(ch) == {"col", "row", "quotient"} and min(ch.values()) >= 1
+    assert set(out) == {"quotient", "step col", "step row", "rows_to_cols"}
+    for name, (arg, o, alias, temp) in out.items():
+        assert o == alias == vector and arg >= vector and temp < vector, (name, out[name])

@@ -48,7 +48,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import functools
-import json
 import os
 import subprocess
 import sys

@@ -385,17 +385,21 @@ def h_coefficients_resident(a: np.ndarray, b: np.ndarray, c: np.ndarray, log_m: 
                             overwrite: bool = False) -> jax.Array:
     """``h_coefficients_host`` with whole vectors on the device (hypothesis 39,
     bench/NOTES.md): host a, b, c ``(8, *batch, m)`` (not modified, unless
-    ``overwrite``: then a's and b's transforms come back into their buffers,
-    and host memory holds three vectors, not five) -> h
-    ``(8, *batch, m − 1)`` on the device, equal bit for bit, holding at most
-    two vectors plus one block program's ``ops.four_step.step_bytes`` within
-    ``budget`` (ValueError if that cannot hold one line).
+    ``overwrite``) -> h ``(8, *batch, m − 1)`` on the device, equal bit for
+    bit, holding at most two vectors plus one block program's
+    ``ops.four_step.step_bytes`` within ``budget`` (ValueError if that cannot
+    hold one line).  With ``overwrite`` a's and b's transforms come back into
+    their buffers and h into a's, a limb plane at a time (``fetch_into``; no
+    device copy of h): the result is the host view ``a[..., :m − 1]``, and
+    host memory holds three vectors, not five.
 
     The same four sweeps as ``h_coefficients_host``, run on the device in
     place (``four_step.resident_step``): a and b each go up whole, through
     sweeps A and B, and back; c goes up and through A and B and stays; sweep
     C streams a's and b's column blocks in and writes the quotient over c's
-    columns; sweep D writes h transposed into a second device vector.
+    columns; sweep D writes h transposed into a second device vector: b's,
+    kept from its sweeps (a 4 GiB vector allocated after sweep C's blocks
+    found no room in the 32GiB 16 GB mode: bench/NOTES.md session 27).
     Host traffic: 7 vector transfers (5 in, 2 out), all whole vectors but
     sweep C's column blocks, against ``h_coefficients_host``'s 18; and h is
     left on the device, where its MSM needs it."""
@@ -425,21 +429,24 @@ def h_coefficients_resident(a: np.ndarray, b: np.ndarray, c: np.ndarray, log_m: 
     if overwrite:
         _writable(a, b)
     with transfer.copy_pool() as pool:
-        ea, eb = (back(sweeps_a_b(x, pool), x, pool) for x in (a, b))
+        ea = back(sweeps_a_b(a, pool), a, pool)
+        h = sweeps_a_b(b, pool)                  # sweep D's output buffer, once eb is back
+        eb = back(h, b, pool)
         t = sweeps_a_b(c, pool)
         k = chunks["quotient"]
         for q0 in range(0, n2, k):
             blocks = [FS.put_block(FS._block(e, "col", q0, k), pool) for e in (ea, eb)]
             t = _quotient_resident(t, *blocks, jnp.uint32(q0), tabs, dom["col"], log_m=log_m,
                                    chunk=k)
-    del ea, eb
-    h = jnp.zeros(a.shape[:-1] + (n2, n1), jnp.uint32)
-    k = chunks["row"]
-    for q0 in range(0, n1, k):
-        h = FS.resident_rows_to_cols(t, h, jnp.uint32(q0), tabs, dom["row"],
-                                     stages=(FS.Stage(True, post_coset=True),), log_n=log_m,
-                                     chunk=k)
-    del t
+        del ea, eb
+        k = chunks["row"]
+        for q0 in range(0, n1, k):           # every column of h written: b's values go
+            h = FS.resident_rows_to_cols(t, h, jnp.uint32(q0), tabs, dom["row"],
+                                         stages=(FS.Stage(True, post_coset=True),),
+                                         log_n=log_m, chunk=k)
+        del t
+        if overwrite:                        # h's flat order is a's: its first m − 1
+            return fetch_into(a.reshape(h.shape), h, pool).reshape(a.shape)[..., :-1]
     return h.reshape(a.shape)[..., :-1]
 
 
@@ -721,10 +728,7 @@ def _h_out_of_core(matrices: pce.Matrices, w, log_m: int, budget: int, lap, host
             resident_chunks(a, log_m, b)
         except ValueError:
             return h_coefficients_host(a, bb, c, log_m, b, overwrite=True)
-        h = h_coefficients_resident(a, bb, c, log_m, b, overwrite=True)
-        del bb, c
-        with transfer.copy_pool() as pool:
-            return fetch_into(a[..., :-1], h, pool)
+        return h_coefficients_resident(a, bb, c, log_m, b, overwrite=True)
 
     return lap("ntt", memory.halving(h, budget, "prove: the out-of-core h", learned=learned))
 

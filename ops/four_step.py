@@ -164,13 +164,16 @@ def resident_step(x, q0, tabs, dom, *, stages, axis, log_n, chunk):
 def resident_rows_to_cols(x, out, q0, tabs, dom, *, stages, log_n, chunk):
     """Rows [q0, q0 + chunk) of the device view x ``(8, *batch, n1, n2)``
     through ``stages_program``, written as columns [q0, q0 + chunk) of the
-    device view out ``(8, *batch, n2, n1)`` (donated): ``ntt_host``'s
+    device view out ``(8, *batch, n2, n1)`` (donated; or any array of its
+    size, e.g. a spent vector's buffer in x's shape, viewed so and returned
+    in its own shape: updated in place either way): ``ntt_host``'s
     transposed write of a natural output, on the device."""
     at = q0.astype(jnp.int32)
     blk = jax.lax.dynamic_slice_in_dim(x, at, chunk, x.ndim - 2)
     (y,) = stages_program(q0, blk, tabs, dom, stages=stages, axis="row", out_axis="col",
                           log_n=log_n)
-    return jax.lax.dynamic_update_slice_in_dim(out, y, at, out.ndim - 1)
+    o = out.reshape(x.shape[:-2] + x.shape[:-3:-1])
+    return jax.lax.dynamic_update_slice_in_dim(o, y, at, o.ndim - 1).reshape(out.shape)
 
 
 def matrix(x: np.ndarray, rows: int) -> np.ndarray:

@@ -129,7 +129,7 @@ def test_out_of_core_h_steps_run_again_within_half_the_budget(monkeypatch):
         calls.append(("h", b))
         if b == budget:
             raise oom
-        return jnp.ones((8, 1, (1 << lm) - 1), jnp.uint32)
+        return np.ones((8, 1, (1 << lm) - 1), np.uint32)     # overwrite: h in a's buffer
 
     monkeypatch.setattr(pce, "evaluate_host", evaluate_host)
     monkeypatch.setattr(G, "h_coefficients_resident", resident)

@@ -42,7 +42,7 @@ def analyse(log_m: int, budget: int) -> tuple[dict, dict]:
             FS.Stage(True), FS.Stage(False, pre_coset=True, twiddle=True)), axis="row",
             log_n=log_m, chunk=ch["row"]),
         "rows_to_cols": FS.resident_rows_to_cols.lower(
-            t, jax.ShapeDtypeStruct((8, 1, n2, n1), jnp.uint32), q0, tabs, dom["row"],
+            t, t, q0, tabs, dom["row"],                   # out: b's spent buffer, x's shape
             stages=(FS.Stage(True, post_coset=True),), log_n=log_m, chunk=ch["row"]),
     }
     out = {}

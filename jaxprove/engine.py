@@ -417,8 +417,11 @@ class Residency:
         return out
 
     def entries(self, now: float) -> list[dict]:
-        """Least recently used first: key, bytes, pins, idle seconds."""
-        return [{"key": k, "bytes": e[1], "pins": e[2], "idle_s": now - e[3]}
+        """Least recently used first: key, bytes, pins, idle seconds, and the
+        device budgets its proofs settled on after running out of memory
+        (``Resident.budgets``: step -> bytes; empty when none did)."""
+        return [{"key": k, "bytes": e[1], "pins": e[2], "idle_s": now - e[3],
+                 "learned_budgets": dict(getattr(e[0], "budgets", None) or {})}
                 for k, e in self._entries.items()]
 
 
@@ -1010,6 +1013,11 @@ class Engine:
         metric("resident_bytes", "gauge", "Bytes of keys and matrices resident per worker.",
                [("", {"worker": str(i)}, n) for i, n in enumerate(st["resident_bytes"])])
         metric("evictions_total", "counter", "Residency evictions.", [("", {}, st["evictions"])])
+        metric("learned_budget_bytes", "gauge",
+               "Device budget a step settled on after running out of memory (halved), per "
+               "worker, topology and step.",
+               [("", {"worker": str(e["worker"]), "topology": e["topology"], "step": step}, b)
+                for e in st["resident"] for step, b in sorted(e["learned_budgets"].items())])
         hist = []
         for stg, (tot, n, buckets) in sorted(stages.items()):
             cum = 0

@@ -144,16 +144,21 @@ def toy_proof(topology, v) -> bytes:
 class ToyProver:
     """Proof of value v under topology t: sha256("t:v") repeated to 192
     bytes; a negative value is an unsatisfied witness; ``wrong`` values get
-    a proof that fails verification.  Records loads and proved batches."""
+    a proof that fails verification.  ``learned``: budgets its proofs
+    settle on (as ``memory.halving`` records them in ``Resident.budgets``).
+    Records loads and proved batches."""
 
-    def __init__(self, sizes=None, gate: threading.Event | None = None, delay=0.0, wrong=()):
+    def __init__(self, sizes=None, gate: threading.Event | None = None, delay=0.0, wrong=(),
+                 learned=None):
         self.sizes, self.gate, self.delay, self.wrong = sizes or {}, gate, delay, set(wrong)
+        self.learned = learned or {}
         self.loads, self.batches, self.threads = [], [], set()
         self.proving = threading.Event()
 
     def load(self, spec, device):
         self.loads.append(spec.topology)
-        return E.Resident(spec.topology, spec.topology, None, self.sizes.get(spec.topology, 1))
+        return E.Resident(spec.topology, spec.topology, None, self.sizes.get(spec.topology, 1),
+                          budgets={})
 
     def check(self, res, w):
         return [None if v >= 0 else "unsatisfied witness" for v in np.asarray(w)[0]]
@@ -165,6 +170,7 @@ class ToyProver:
             assert self.gate.wait(20), "test gate never opened"
         time.sleep(self.delay)
         vals = [int(v) for v in np.asarray(w)[0]]
+        res.budgets.update(self.learned)
         self.batches.append((res.pk, vals, list(use), msm_budget_bytes))
         self.threads.add(threading.current_thread().name)
         proofs = [toy_proof(res.pk, v + (v in self.wrong)) for v in vals]
@@ -330,6 +336,8 @@ def test_engine_two_workers_and_metrics():
     # every proof step took ≥ 0.1 s (the stand-in's delay): none in the 0.01 and 0.03 buckets
     assert 'jaxprove_stage_seconds_bucket{stage="prove",le="0.03"} 0' in text
     assert "# TYPE jaxprove_stage_seconds histogram" in text
+    assert "jaxprove_learned_budget_bytes{" not in text          # no step ran out of memory
+    assert all(e["learned_budgets"] == {} for e in eng.status()["resident"])
     for line in text.splitlines():                 # every sample line: name{labels} number
         if not line.startswith("#"):
             float(line.rsplit(" ", 1)[1])
@@ -337,6 +345,20 @@ def test_engine_two_workers_and_metrics():
     assert handed == []
     with pytest.raises(RuntimeError, match="not accepting"):
         eng.submit("porep", 1, {"values": [1]})
+
+
+def test_engine_reports_the_budgets_its_proofs_settled_on():
+    """A step that ran out of device memory and served within a halved budget
+    (``memory.halving`` records it in the resident circuit's ``budgets``)
+    shows in the status's residency entry and as a Prometheus gauge."""
+    prover = ToyProver(learned={"prove: msm_h": 1 << 30})
+    eng = make_engine(prover).start()
+    assert _done(eng, eng.submit("porep", 1, {"values": [1]})).status == "done"
+    (entry,) = eng.status()["resident"]
+    assert entry["topology"] == "porep-t" and entry["learned_budgets"] == {"prove: msm_h": 1 << 30}
+    assert ('jaxprove_learned_budget_bytes{worker="0",topology="porep-t",step="prove: msm_h"} '
+            f'{1 << 30}') in eng.metrics()
+    eng.shutdown()
 
 
 def test_engine_shutdown_hands_back_queued_jobs():

@@ -549,7 +549,7 @@ def evaluate_host(m: Matrices, w, budget: int, *, length: int | None = None,
             out[:, :, m.rows:] = 0
             pending = None                 # pipelined: block j + 1 runs while j comes back
             for j, (r0, r1) in enumerate(plan.plans[k].blocks):
-                x = transfer.put(plan.block(k, j), dev)
+                x = transfer.put(plan.block(k, j), dev, pool)   # pageable: on the pool
                 y = transfer.start_fetch(_spmv_block(x, coeffs, wt))     # pinned on a GPU
                 if pending is not None:
                     _write_rows(out, *pending, pool)

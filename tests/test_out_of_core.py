@@ -69,6 +69,11 @@ def test_evaluate_host_equals_evaluate(random_circuit, layout, budget, monkeypat
         assert all(np.all(np.array(rb.counts(r0, r1)) <= shape) for r0, r1 in blocks)
         assert pce.block_bytes(host, x, 2, shape) <= budget
     programs = spy_programs(monkeypatch)
+    # the blocks' numpy leaves above this go in pieces on the copy pool (transfer.put)
+    monkeypatch.setattr(transfer, "PIECE_BYTES", 512)
+    pieces, real_put = [], transfer.put_planes
+    monkeypatch.setattr(transfer, "put_planes",
+                        lambda x, pool, **k: pieces.append(x.nbytes) or real_put(x, pool, **k))
     fetched = []
     real_fetch = transfer.start_fetch
     forced = transfer.pinned_sharding(w, pinned=True) is not None
@@ -78,6 +83,7 @@ def test_evaluate_host_equals_evaluate(random_circuit, layout, budget, monkeypat
     length = 1 << G.domain_log(m.rows)
     *got, first = pce.evaluate_host(host, w, budget, length=length, check=True)
     assert len(fetched) == (n_blocks if forced else 0)
+    assert pieces and min(pieces) > 512
     # A, B and C (one block_signature here) padded to one shape: one program for all blocks
     assert len(programs) == 1 < n_blocks
     want = pce.evaluate(m, w)

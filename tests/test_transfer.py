@@ -121,6 +121,30 @@ def test_to_pinned_then_put():
         assert np.array_equal(np.asarray(back[k]), tree[k])
 
 
+def test_put_with_a_pool_puts_large_numpy_leaves_in_pieces(monkeypatch):
+    """``put(tree, dev, pool)``: numpy leaves above ``PIECE_BYTES`` (any rank
+    and dtype) go by ``put_planes`` on the pool, the rest (small ones, jax
+    arrays) by one ``device_put``; every leaf arrives whole on dev."""
+    from concurrent.futures import ThreadPoolExecutor
+    dev = jax.devices()[0]
+    monkeypatch.setattr(T, "PIECE_BYTES", 256)
+    rng = np.random.default_rng(5)
+    tree = {"big": rng.integers(0, 2**32, (3, 70), dtype=np.uint32),
+            "flat": rng.integers(-9, 9, 500).astype(np.int8),
+            "small": np.arange(10, dtype=np.int32), "dev": jnp.arange(100, dtype=jnp.uint32)}
+    seen, real = [], T.put_planes
+    monkeypatch.setattr(T, "put_planes", lambda x, pool, **kw: seen.append(
+        (x.shape, kw["plane_ndim"])) or real(x, pool, **kw))
+    with ThreadPoolExecutor(3) as pool:
+        got = T.put(tree, dev, pool)
+    assert sorted(seen) == [((3, 70), 2), ((500,), 1)]
+    for k, x in tree.items():
+        assert isinstance(got[k], jax.Array) and got[k].dtype == x.dtype
+        assert got[k].devices() == {dev} and np.array_equal(np.asarray(got[k]), np.asarray(x))
+    seen.clear()
+    assert np.array_equal(np.asarray(T.put(tree, dev)["big"]), tree["big"]) and seen == []
+
+
 def test_put_planes_follows_the_default_device():
     """Without ``dev``, ``put_planes`` puts on the default device, a
     ``jax.default_device`` context's too (the engine's workers on other GPUs

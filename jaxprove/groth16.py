@@ -382,7 +382,7 @@ def h_coefficients_host(a: np.ndarray, b: np.ndarray, c: np.ndarray, log_m: int,
 
 def h_coefficients_resident(a: np.ndarray, b: np.ndarray, c: np.ndarray, log_m: int,
                             budget: int, log_n1: int | None = None, *,
-                            overwrite: bool = False) -> jax.Array:
+                            overwrite: bool = False) -> jax.Array | np.ndarray:
     """``h_coefficients_host`` with whole vectors on the device (hypothesis 39,
     bench/NOTES.md): host a, b, c ``(8, *batch, m)`` (not modified, unless
     ``overwrite``) -> h ``(8, *batch, m − 1)`` on the device, equal bit for
@@ -401,8 +401,8 @@ def h_coefficients_resident(a: np.ndarray, b: np.ndarray, c: np.ndarray, log_m: 
     kept from its sweeps (a 4 GiB vector allocated after sweep C's blocks
     found no room in the 32GiB 16 GB mode: bench/NOTES.md session 27).
     Host traffic: 7 vector transfers (5 in, 2 out), all whole vectors but
-    sweep C's column blocks, against ``h_coefficients_host``'s 18; and h is
-    left on the device, where its MSM needs it."""
+    sweep C's column blocks, against ``h_coefficients_host``'s 18; without
+    ``overwrite`` h is left on the device, where its MSM needs it."""
     _check_vectors("h_coefficients_resident", a, b, c, log_m)
     log_n1 = FS.default_log_n1(log_m) if log_n1 is None else log_n1
     n1, n2 = 1 << log_n1, 1 << (log_m - log_n1)

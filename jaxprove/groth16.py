@@ -330,6 +330,16 @@ def _check_vectors(who: str, a, b, c, log_m: int) -> None:
                              f"{a.shape[:-1] + (1 << log_m,)}")
 
 
+# The stages (``ops.four_step.Stage``) of the out-of-core h's sweeps, shared by
+# ``h_coefficients_host`` and ``h_coefficients_resident``: A, the columns' intt
+# with its twiddles; B, the rows' intt, then x·g^index and their ntt with its
+# twiddles (onto the coset); C is ``_quotient_columns``; D, the rows' intt and
+# x·g^(−index) (back from the coset).
+SWEEP_A = (FS.Stage(True, twiddle=True),)
+SWEEP_B = (FS.Stage(True), FS.Stage(False, pre_coset=True, twiddle=True))
+SWEEP_D = (FS.Stage(True, post_coset=True),)
+
+
 def h_coefficients_host(a: np.ndarray, b: np.ndarray, c: np.ndarray, log_m: int, budget: int,
                         log_n1: int | None = None, *, overwrite: bool = False) -> np.ndarray:
     """``_h_coefficients`` out of core: host a, b, c ``(8, *batch, m)`` (not
@@ -366,16 +376,15 @@ def h_coefficients_host(a: np.ndarray, b: np.ndarray, c: np.ndarray, log_m: int,
 
     work = _writable(a, b, c) if overwrite else [np.empty_like(x) for x in (a, b, c)]
     views = [FS.matrix(w, n1) for w in work]
-    inv = FS.Stage(True)
-    pass_a = program("col", "col", FS.Stage(True, twiddle=True))
-    pass_b = program("row", "row", inv, FS.Stage(False, pre_coset=True, twiddle=True))
+    pass_a = program("col", "col", *SWEEP_A)
+    pass_b = program("row", "row", *SWEEP_B)
     for x, v in zip((a, b, c), views):
         FS.sweep(pass_a, [(FS.matrix(x, n1), "col")], [(v, "col")], n2, chunk("col", 1))
         FS.sweep(pass_b, [(v, "row")], [(v, "row")], n1, chunk("row", 1))
     pass_c = functools.partial(_quotient_columns, tabs=tabs, dom=dom["col"], log_m=log_m)
     FS.sweep(pass_c, [(v, "col") for v in views], [(views[0], "col")], n2, chunk("col", 3))
     h = work[1] if overwrite else np.empty_like(a)       # b's buffer: read by sweep C only
-    pass_d = program("row", "col", FS.Stage(True, post_coset=True))
+    pass_d = program("row", "col", *SWEEP_D)
     FS.sweep(pass_d, [(views[0], "row")], [(FS.matrix(h, n2), "col")], n1, chunk("row", 1))
     return h[..., :-1]
 
@@ -410,9 +419,7 @@ def h_coefficients_resident(a: np.ndarray, b: np.ndarray, c: np.ndarray, log_m: 
     dom = {ax: N.domain(k, cosets=False) for ax, k in log_len.items()}
     chunks = resident_chunks(a, log_m, budget, log_n1)
     tabs = FS.tables(log_m)
-    inv = FS.Stage(True)
-    passes = (("col", (FS.Stage(True, twiddle=True),)),
-              ("row", (inv, FS.Stage(False, pre_coset=True, twiddle=True))))
+    passes = (("col", SWEEP_A), ("row", SWEEP_B))
 
     def sweeps_a_b(x, pool):
         v = FS.put_block(FS.matrix(x, n1), pool)      # whole: one limb plane per thread
@@ -442,8 +449,7 @@ def h_coefficients_resident(a: np.ndarray, b: np.ndarray, c: np.ndarray, log_m: 
         k = chunks["row"]
         for q0 in range(0, n1, k):           # every column of h written: b's values go
             h = FS.resident_rows_to_cols(t, h, jnp.uint32(q0), tabs, dom["row"],
-                                         stages=(FS.Stage(True, post_coset=True),),
-                                         log_n=log_m, chunk=k)
+                                         stages=SWEEP_D, log_n=log_m, chunk=k)
         del t
         if overwrite:                        # h's flat order is a's: its first m − 1
             return fetch_into(a.reshape(h.shape), h, pool).reshape(a.shape)[..., :-1]

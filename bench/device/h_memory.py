@@ -36,14 +36,12 @@ def analyse(log_m: int, budget: int) -> tuple[dict, dict]:
     programs = {
         "quotient": G._quotient_resident.lower(t, blk, blk, q0, tabs, dom["col"], log_m=log_m,
                                                chunk=ch["quotient"]),
-        "step col": step.lower(t, q0, tabs, dom["col"], stages=(FS.Stage(True, twiddle=True),),
-                               axis="col", log_n=log_m, chunk=ch["col"]),
-        "step row": step.lower(t, q0, tabs, dom["row"], stages=(
-            FS.Stage(True), FS.Stage(False, pre_coset=True, twiddle=True)), axis="row",
-            log_n=log_m, chunk=ch["row"]),
-        "rows_to_cols": FS.resident_rows_to_cols.lower(
-            t, t, q0, tabs, dom["row"],                   # out: b's spent buffer, x's shape
-            stages=(FS.Stage(True, post_coset=True),), log_n=log_m, chunk=ch["row"]),
+        "step col": step.lower(t, q0, tabs, dom["col"], stages=G.SWEEP_A, axis="col",
+                               log_n=log_m, chunk=ch["col"]),
+        "step row": step.lower(t, q0, tabs, dom["row"], stages=G.SWEEP_B, axis="row",
+                               log_n=log_m, chunk=ch["row"]),
+        "rows_to_cols": FS.resident_rows_to_cols.lower(       # out: b's spent buffer, x's shape
+            t, t, q0, tabs, dom["row"], stages=G.SWEEP_D, log_n=log_m, chunk=ch["row"]),
     }
     out = {}
     for name, lowered in programs.items():

@@ -586,18 +586,19 @@ def _chunk_size(n: int, working_set, budget: int, what: str) -> int:
     return chunk
 
 
-def _to_device(x):
+def _to_device(x, pool=None):
     """x on the default device.  A host array, typically a chunk of host bases
     or scalars (a last-axis slice of ``(2, *fp, N)`` / ``(8, G, N)``: one
-    contiguous run per limb row), goes by ``transfer.put_planes`` on a pool
-    of ``transfer.WORKERS`` threads: pieces of its rows written into one
-    device array, no host gather of the strided slice.  The pool is what
-    makes it fast (H200 host, 2 GiB: 30.2 GB/s with 16 threads, 6.4 GB/s
-    from one thread; bench/NOTES.md session 27)."""
+    contiguous run per limb row), goes by ``transfer.put_planes`` on
+    ``pool`` (default one of ``transfer.WORKERS`` threads for this call):
+    pieces of its rows written into one device array, no host gather of the
+    strided slice.  The pool is what makes it fast (H200 host, 2 GiB: 30.2
+    GB/s with 16 threads, 6.4 GB/s from one thread; bench/NOTES.md session
+    27)."""
     if not isinstance(x, np.ndarray):
         return jnp.asarray(x)
-    with transfer.copy_pool() as pool:     # rows: a view for such slices (the axes merge)
-        return transfer.put_planes(x, pool)
+    with transfer.copy_pool(pool) as on:   # rows: a view for such slices (the axes merge)
+        return transfer.put_planes(x, on)
 
 
 def _in_chunks(n: int, chunk: int, step, acc, on_chunk=None):
@@ -704,10 +705,12 @@ def msm(curve: Curve, bases, scalars, config: MSMConfig | None = None, on_chunk=
 
     def step(lo, hi, buckets):
         b, sc = _pad_last(bases[..., lo:hi], chunk), _pad_last(s[..., lo:hi], chunk)
-        return _chunk_jit(curve, _to_device(b), _to_device(sc), c, _traced(cfg), buckets)
+        return _chunk_jit(curve, _to_device(b, pool), _to_device(sc, pool), c, _traced(cfg),
+                          buckets)
 
-    buckets = _in_chunks(n, chunk, step, curve.identity((G * num_windows(c) << (c - 1),)),
-                         on_chunk)
+    with transfer.copy_pool() as pool:     # one for every chunk's puts
+        buckets = _in_chunks(n, chunk, step, curve.identity((G * num_windows(c) << (c - 1),)),
+                             on_chunk)
     return _reduce_jit(curve, buckets, G, c, _traced(cfg)).reshape(curve.proj + batch)
 
 
@@ -754,9 +757,10 @@ def bits_sum(curve: Curve, bases, bits, config: MSMConfig | None = None, on_chun
 
     def step(lo, hi, acc):
         b, f = _pad_last(bases[..., lo:hi], chunk), _pad_last(bits[:, lo:hi], chunk)
-        return _bits_add_jit(curve, _to_device(b), f, _traced(cfg), acc)
+        return _bits_add_jit(curve, _to_device(b, pool), f, _traced(cfg), acc)
 
-    out = _in_chunks(n, chunk, step, curve.identity((G,)), on_chunk)
+    with transfer.copy_pool() as pool:     # one for every chunk's puts
+        out = _in_chunks(n, chunk, step, curve.identity((G,)), on_chunk)
     return out.reshape(curve.proj + batch)
 
 

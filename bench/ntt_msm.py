@@ -360,6 +360,8 @@ def main():
                          "the PTX products (bench/NOTES.md hypothesis 41)")
     ap.add_argument("--out", default=None)
     a = ap.parse_args()
+    if a.hold_gib < 0 or (a.msm_gib is not None and a.msm_gib <= 0):
+        ap.error("--hold-gib must be at least 0 and --msm-gib above 0")
     if a.ntt:
         bench_ntt(a.ntt, a.out, a.reps, [p for p in a.ntt_passes.split(",") if p])
     if a.to_coset:

@@ -10,19 +10,22 @@ coefficients +1 / −1 (4:1) except a fraction ``--general`` of arbitrary Fr
 constants; bellperson's input rows appended; or (``--porep SIZE``) the
 recorded PoRep circuit of that sector size.  The same R1CS is planned in
 each layout of ``--layouts`` (``ell``: fixed-width rows plus overflow chunks,
-widths from ``--ell-width`` or the histogram rule with ``--overflow-cost``;
-``csr``: every entry in lazily summed chunks, the earlier path) and timed.
+widths from ``--ell-width`` or the histogram rule with ``--overflow-cost``,
+its rows by XLA gathers and the row kernel; ``ell-fused``: the same, its rows
+by one kernel that gathers by index, ``ops.spmv`` form "fused"; ``csr``: every
+entry in lazily summed chunks, the earlier path) and timed.
 JSON records per run (bench/common.py), per layout:
 
-* "pce.evaluate": extraction seconds (host planning + transfer), compile
-  seconds of ``pce.evaluate``, median/min/max seconds per evaluation over
-  >= 5 runs after a warm-up, nonzeros/s (× batch), and GB/s of a
+* "pce.evaluate" (per layout; ``form``: how the fixed-width rows were
+  evaluated, "gather" or "fused", which needs a GPU): extraction seconds (host planning +
+  transfer), compile seconds of ``pce.evaluate``, median/min/max seconds
+  per evaluation over >= 5 runs after a warm-up, nonzeros/s (× batch), and GB/s of a
   minimum-traffic model (the layout's index arrays once, one 32-byte
   witness element per nonzero and instance, the witness transposed once,
   each output row written once); the ELL and piece widths, the long rows,
   pieces, entries outside the ELL part and entries of the chunks; a sample
   of rows of every matrix is checked against Python ints;
-* "gather_floor": the same witness transpose and a gather of every column
+* "gather_floor" (not for ell-fused: ell's serves): the same witness transpose and a gather of every column
   slot of the layout alone, the memory-traffic floor the evaluation is
   measured against;
 * "ell_terms" (ell layout): the ELL gathers in the kernel's limb-major
@@ -53,6 +56,7 @@ from ops.field import Fr
 POREP_ROWS = 130_278_869 + 328
 POREP_INPUTS = 328
 POREP_AUX = 130_169_893
+LAYOUTS = ("ell", "ell-fused", "csr")
 ANCHOR = "cuzk CPU SpMV 3.2 s/partition alone, 4-10 s in the pipeline (PoRep 32G, 722M nnz)"
 
 
@@ -193,6 +197,8 @@ def _widths(text: str):
 def run_layout(layout: str, r1cs: R1CS, a, env: dict, key):
     """Plan, check and time one layout; emits its records."""
     block_args = dict(target=a.target)
+    form = "fused" if layout == "ell-fused" else "gather"
+    ran = form if jax.default_backend() == "gpu" else "gather"   # the kernel needs CUDA
     if layout == "csr":
         block_args["ell_width"] = (0, 0)
     else:
@@ -206,7 +212,7 @@ def run_layout(layout: str, r1cs: R1CS, a, env: dict, key):
     w = w.at[:, :, 0].set(Fr.ones((a.batch,)))
     jax.block_until_ready(w)
     t = time.time()
-    comp = pce.evaluate.lower(m, w).compile()
+    comp = pce.evaluate.jitted.lower(m, w, form).compile()
     compile_s = time.time() - t
     outs = comp(m, w)
     checked = check_rows(r1cs, w, outs, a.samples, a.seed) if a.samples else None
@@ -214,7 +220,7 @@ def run_layout(layout: str, r1cs: R1CS, a, env: dict, key):
     r = time_fn(comp, (m, w), reps=a.reps)
     nnz = sum(m.nnz)
     mats = (m.a, m.b, m.c)
-    rec = {"case": "pce.evaluate", "layout": layout, "circuit": r1cs.name, "rows": m.rows, "num_vars": m.num_vars,
+    rec = {"case": "pce.evaluate", "layout": layout, "form": ran, "circuit": r1cs.name, "rows": m.rows, "num_vars": m.num_vars,
            "nnz": list(m.nnz), "batch": a.batch, "general": a.general, "cols": a.cols,
            "density": list(a.density_t),
            "ell_width": [list(x.ell_width) for x in mats],
@@ -233,6 +239,8 @@ def run_layout(layout: str, r1cs: R1CS, a, env: dict, key):
     emit(rec, a.out)
     del comp
 
+    if layout == "ell-fused":
+        return                                  # its floors are the ell layout's
     slots = slot_count(m)
     moved = 2 * 32 * a.batch * m.num_vars + slots * (4 + 32 * a.batch)
     r = time_fn(gather_floor.lower(m, w).compile(), (m, w), reps=a.reps)
@@ -264,8 +272,11 @@ def main():
     ap.add_argument("--cols", choices=("random", "local"), default="random")
     ap.add_argument("--batch", type=int, default=1, help="witnesses evaluated at once")
     ap.add_argument("--layouts", default="ell,csr",
-                    help="comma-separated layouts to time: ell (fixed-width rows + overflow), "
-                         "csr (all entries in lazy chunks, the earlier path)")
+                    help="comma-separated layouts to time: ell (fixed-width rows + overflow, "
+                         "rows by XLA gathers and the row kernel), ell-fused (the same layout, "
+                         "rows by the kernel that gathers by index itself; on the CPU the "
+                         "same program as ell), csr (all entries in lazy chunks, the earlier "
+                         "path)")
     ap.add_argument("--ell-width", default="auto",
                     help="'Kp,Kg' ELL slots per row for every matrix, or auto (histogram rule)")
     ap.add_argument("--overflow-cost", type=float, default=spmv.OVERFLOW_COST,
@@ -278,8 +289,9 @@ def main():
     ap.add_argument("--out")
     a = ap.parse_args()
     layouts = a.layouts.split(",")
-    if not layouts or set(layouts) - {"ell", "csr"}:
-        ap.error(f"--layouts: expected a comma-separated subset of ell,csr, got {a.layouts!r}")
+    if not layouts or set(layouts) - set(LAYOUTS):
+        ap.error(f"--layouts: expected a comma-separated subset of {','.join(LAYOUTS)}, "
+                 f"got {a.layouts!r}")
     inputs = max(1, min(a.inputs, a.rows // 4))
     aux = a.aux if a.aux is not None else max(1, round(a.rows * POREP_AUX / POREP_ROWS))
     a.density_t = tuple(float(x) for x in a.density.split(","))

@@ -216,19 +216,20 @@ def _check_witness(m: Matrices, w):
                          f"circuit {m.name!r}, got {w.dtype} {w.shape}")
 
 
-@aot.program
-def evaluate(m: Matrices, w):
+@aot.program(static_argnums=(2,))
+def evaluate(m: Matrices, w, form: str | None = None):
     """(a, b, c) = (A·w, B·w, C·w) for a witness batch w (8, *batch,
     num_vars) of canonical Montgomery Fr limbs -> three Fr arrays (8, *batch,
     rows).  Coefficients ±1 cost no multiplication; terms are summed lazily
-    (``ops.spmv``).  Peak device memory beyond m and w, with B = prod(batch):
+    (``ops.spmv``; ``form``: its fixed-width rows' form, default
+    ``ops.spmv.DEFAULT_FORM``).  Peak device memory beyond m and w, with B = prod(batch):
     32·B·(num_vars + 4·rows) bytes (the element-major witness copy, a, b and
     the padded and final c) plus one chunk's working set (``ops.spmv``)."""
     _check_witness(m, w)
     batch = w.shape[1:-1]
     B = math.prod(batch)
     wt = spmv.element_major(w.reshape(Fr.L, B, m.num_vars))
-    return tuple(spmv.spmv(x, m.coeffs, wt).reshape((Fr.L,) + batch + (m.rows,))
+    return tuple(spmv.spmv(x, m.coeffs, wt, form=form).reshape((Fr.L,) + batch + (m.rows,))
                  for x in (m.a, m.b, m.c))
 
 

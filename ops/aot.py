@@ -12,7 +12,8 @@ tracing:
     key = sha256(module.qualname or the given name, source hash of
                  jaxprove/ops/circuits and of the defining module, jax
                  version, platform and device kind, the device's id,
-                 XLA_FLAGS, x64, repr of the static arguments,
+                 the environment of PROGRAM_ENV (XLA_FLAGS, JAXPROVE_PTX,
+                 JAXPROVE_SPMV), x64, repr of the static arguments,
                  tree structure + (shape, dtype, weak type) of every
                  dynamic argument)
 
@@ -48,6 +49,10 @@ import jax
 import numpy as np
 
 ENV = "JAXPROVE_AOT"
+# environment variables that change what a traced program is (so they key it):
+# XLA's flags, the PTX field operations (ops.ptx.default_ops) and the SpMV's
+# fixed-width form (ops.spmv.default_form)
+PROGRAM_ENV = ("XLA_FLAGS", "JAXPROVE_PTX", "JAXPROVE_SPMV")
 log = logging.getLogger(__name__)
 _PACKAGES = ("jaxprove", "ops", "circuits")
 
@@ -141,7 +146,7 @@ def program_key(name: str, static: Sequence, dynamic: Sequence, module: str = ""
     if dev is None or " at 0x" in stat or "..." in stat:
         return None
     parts = (name, source_hash(), module_hash(module), jax.__version__, dev.platform,
-             getattr(dev, "device_kind", ""), dev.id, os.environ.get("XLA_FLAGS", ""),
+             getattr(dev, "device_kind", ""), dev.id, [os.environ.get(v, "") for v in PROGRAM_ENV],
              bool(getattr(jax.config, "jax_enable_x64", False)), stat, str(tree), sigs)
     return hashlib.sha256(repr(parts).encode()).hexdigest()[:32]
 

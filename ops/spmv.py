@@ -96,6 +96,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
+import os
 from typing import NamedTuple, Sequence
 
 import jax
@@ -103,10 +104,32 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from ops.elementwise import elementwise
+from ops.elementwise import elementwise, x64
 from ops.field import Fr
+from ops.platform import by_platform
+from ops.ptx import kernel_arith
+
+try:  # Pallas' Triton backend; absent on exotic jaxlib builds
+    from jax.experimental import pallas as pl
+    from jax.experimental.pallas import triton as plgpu
+except ImportError:  # pragma: no cover
+    pl = plgpu = None
 
 PLUS, MINUS, GENERAL = 0, 1, 2
+FORMS = ("gather", "fused")
+
+
+def default_form() -> str:
+    """The fixed-width rows' form ``spmv`` uses unless told: ``$JAXPROVE_SPMV``
+    (one of ``FORMS``; read once, at import), else "gather" (the measured
+    form; "fused" waits for its device measurement, bench/NOTES.md 53)."""
+    v = os.environ.get("JAXPROVE_SPMV", "gather").strip()
+    if v not in FORMS:
+        raise ValueError(f"JAXPROVE_SPMV: {v!r} is not one of {FORMS}")
+    return v
+
+
+DEFAULT_FORM = default_form()
 MAX_TERMS = 1 << 16          # terms of one row in one chunk: 2^16 · (2^16 − 1) < 2^32
 TARGET_ENTRIES = 1 << 20     # default entries per overflow chunk
 ALIGN = 128                  # slot counts are multiples of this
@@ -625,6 +648,93 @@ def _spmv_ell(arrays, rows: int, coeffs, wt, chunk_slots: int, config):
     return out
 
 
+def _ell_fused_kernel(kp: int, kg: int, n: int, B: int, rows: int, bn: int, config):
+    """The Pallas kernel of ``_spmv_ell_fused``: program (i, b) evaluates
+    rows [s, s + bn), s = min(i·bn, rows − bn), of instance b.  Refs: cols
+    (rows, kp) int32, neg (rows,) uint32, gen_cols and gen_coeff (rows, kg)
+    int32, table (n_coeffs, 8), wt (n·B, 8) element-major, out (8, B, rows)."""
+    ar = kernel_arith(Fr.arith, config)
+    formula = ell_row_formula(kp, kg)
+    wide = n * B >= 1 << 31                   # element index past int32: 64-bit arithmetic
+
+    def gather(wt_ref, c, b):
+        """w[c] of instance b as Fr rows (bn,) per limb; column n: zero (no load)."""
+        ok = c < n
+        e = jnp.where(ok, c, 0)
+        e = (e.astype(jnp.int64) if wide else e) * B + b
+        return [plgpu.load(wt_ref.at[e, limb], mask=ok, other=0) for limb in range(Fr.L)]
+
+    def kernel(cols_ref, neg_ref, gcols_ref, gcoef_ref, table_ref, wt_ref, out_ref):
+        r = jnp.minimum(pl.program_id(0) * bn, rows - bn) + lax.iota(jnp.int32, bn)
+        b = pl.program_id(1)
+        args = []
+        if kp:
+            terms = tuple(gather(wt_ref, plgpu.load(cols_ref.at[r, k]), b) for k in range(kp))
+            args += [[plgpu.load(neg_ref.at[r])], terms]
+        if kg:
+            gen = tuple(gather(wt_ref, plgpu.load(gcols_ref.at[r, j]), b) for j in range(kg))
+            coef = []
+            for j in range(kg):
+                ok = plgpu.load(gcols_ref.at[r, j]) < n           # padding: any id, zero term
+                ids = jnp.where(ok, plgpu.load(gcoef_ref.at[r, j]), 0)
+                coef.append([plgpu.load(table_ref.at[ids, limb]) for limb in range(Fr.L)])
+            coef = tuple(coef)
+            args += [gen, coef]
+        out = formula(ar, *args)
+        for limb in range(Fr.L):
+            plgpu.store(out_ref.at[limb, b, r], out[limb].astype(jnp.uint32))
+
+    return kernel
+
+
+def _spmv_ell_fused(arrays, rows: int, coeffs, wt, config):
+    """``_spmv_ell`` as ONE Pallas kernel (hypothesis 53, bench/NOTES.md):
+    each program gathers its rows' witness elements by index straight from
+    the element-major witness (one 32-byte element per term; padding slots,
+    column n, are masked loads that touch no memory), applies the row formula
+    in registers and stores its rows of the limb-major output.  No gathered
+    terms, limb-major copies or row-chunk scan in memory.  Rows fewer than
+    one block: ``None`` (the caller takes the gather form)."""
+    cols, neg, gen_cols, gen_coeff = arrays
+    kp, kg = cols.shape[1], gen_cols.shape[1]
+    n, B = wt.shape[0], wt.shape[1]
+    bn = config.bn
+    grid = (-(-rows // bn), B)
+    kernel = _ell_fused_kernel(kp, kg, n, B, rows, bn, config)
+    i32 = lambda x: x.astype(jnp.int32) if x.size else jnp.zeros((1, 1), jnp.int32)
+    full = pl.no_block_spec
+    with x64():
+        return pl.pallas_call(
+            kernel,
+            out_shape=jax.ShapeDtypeStruct((Fr.L, B, rows), jnp.uint32),
+            grid=grid,
+            in_specs=[full] * 6,
+            out_specs=full,
+            compiler_params=plgpu.CompilerParams(num_warps=config.num_warps, num_stages=1),
+            interpret=config.interpret,
+            debug=config.debug,
+            name=f"Fr_spmv_ell_fused_{kp}_{kg}",
+        )(i32(cols), neg.astype(jnp.uint32) if neg.size else jnp.zeros((1,), jnp.uint32),
+          i32(gen_cols), i32(gen_coeff),
+          coeffs.T, wt.reshape(n * B, Fr.L))
+
+
+def _ell_rows(arrays, rows: int, coeffs, wt, chunk_slots: int, config, form: str):
+    """The fixed-width rows in the chosen ``form`` ("fused" where a Pallas
+    kernel can run and there is at least one block of rows, else "gather")."""
+    def gather(arrays, coeffs, wt):
+        return _spmv_ell(arrays, rows, coeffs, wt, chunk_slots, config)
+
+    def fused(arrays, coeffs, wt):
+        return _spmv_ell_fused(arrays, rows, coeffs, wt, config)
+
+    if form == "gather" or pl is None or rows < config.bn:
+        return gather(arrays, coeffs, wt)
+    if config.interpret:
+        return fused(arrays, coeffs, wt)
+    return by_platform(arrays, coeffs, wt, default=gather, cuda=fused)
+
+
 def _spmv_chunks(m: BlockedCSR, coeffs, wt):
     """The chunks over wt (element-major (n, B, 8): the witness, or the piece
     sums) -> (8, B, overflow_rows), one scan step per chunk."""
@@ -658,14 +768,21 @@ def _spmv_chunks(m: BlockedCSR, coeffs, wt):
 
 
 def spmv(m: BlockedCSR, coeffs, wt, *, chunk_slots: int = ELL_CHUNK_SLOTS,
-         config=Fr.config):
+         config=Fr.config, form: str | None = None):
     """M·w for every instance: wt (num_cols, B, 8) element-major Fr witnesses
     (``element_major``), coeffs (8, n_coeffs) the Fr coefficient table ->
     (8, B, rows) canonical Fr (Montgomery).  The ELL part and the pieces in
     row chunks of about ``chunk_slots`` gathered terms, the pieces summed by
     the chunks and added into the long rows; config: the fixed-width
     kernel's ``KernelConfig`` (tests: the Pallas kernel in interpret mode).
-    Long rows at or past ``m.rows`` (a padded row block's) are dropped."""
+    Long rows at or past ``m.rows`` (a padded row block's) are dropped.
+    form: how fixed-width rows are evaluated where a Pallas kernel runs
+    (``FORMS``; default ``DEFAULT_FORM``): "gather" (XLA gathers of each row
+    chunk's terms, then the row kernel) or "fused" (one kernel that gathers
+    by index, ``_spmv_ell_fused``)."""
+    form = DEFAULT_FORM if form is None else form
+    if form not in FORMS:
+        raise ValueError(f"spmv: form must be one of {FORMS}, got {form!r}")
     if wt.ndim != 3 or wt.shape[0] != m.num_cols or wt.shape[2:] != (8,):
         raise ValueError(f"spmv: expected element-major Fr (num_cols={m.num_cols}, B, 8), "
                          f"got {wt.shape}")
@@ -680,10 +797,10 @@ def spmv(m: BlockedCSR, coeffs, wt, *, chunk_slots: int = ELL_CHUNK_SLOTS,
     if m.rows == 0:
         return jnp.zeros((8, B, 0), jnp.uint32)
     ell = (m.ell_cols, m.ell_neg, m.ell_gen_cols, m.ell_gen_coeff)
-    out = _spmv_ell(ell, m.rows, coeffs, wt, chunk_slots, config)
+    out = _ell_rows(ell, m.rows, coeffs, wt, chunk_slots, config, form)
     if m.pieces:
         pieces = (m.piece_cols, m.piece_neg, m.piece_gen_cols, m.piece_gen_coeff)
-        rest = _spmv_ell(pieces, m.pieces, coeffs, wt, chunk_slots, config)   # (8, B, pieces)
+        rest = _ell_rows(pieces, m.pieces, coeffs, wt, chunk_slots, config, form)  # (8, B, pieces)
         if m.chunks:                                        # sum each long row's pieces
             rest = _spmv_chunks(m, coeffs, element_major(rest))
         at = out.at[:, :, m.long_rows]

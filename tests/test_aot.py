@@ -66,6 +66,18 @@ def test_store_compiles_once_then_loads_without_tracing(monkeypatch, tmp_path):
     assert g.stats["compiled"] == 3 and len(list(tmp_path.glob("affine-*.exe"))) == 4
 
 
+@pytest.mark.parametrize("var", aot.PROGRAM_ENV)
+def test_program_settings_in_the_environment_key_the_store(monkeypatch, var):
+    """A setting that changes what a traced program is (XLA's flags, the PTX
+    operations, the SpMV's form) changes the key, so a program stored under
+    one setting is never loaded under another."""
+    x = jnp.arange(4, dtype=jnp.uint32)
+    monkeypatch.delenv(var, raising=False)
+    before = aot.program_key("affine", [3], [x])
+    monkeypatch.setenv(var, "other")
+    assert before is not None and aot.program_key("affine", [3], [x]) != before
+
+
 def test_damaged_file_is_compiled_again(monkeypatch, tmp_path):
     monkeypatch.setenv(aot.ENV, str(tmp_path))
     f, _ = _counted()

@@ -668,15 +668,71 @@ def test_ell_without_overflow_and_empty_matrix():
     assert got.shape == (8, 1, 4) and not np.asarray(got).any()
 
 
-def test_ell_kernel_pallas_interpret(ell_inputs):
-    """The ELL row kernel as the Pallas (GPU) kernel body in interpret mode,
-    through spmv (argument broadcasting over the batch included)."""
+@pytest.mark.parametrize("form, width, pieces", [("gather", (2, 1), None),
+                                                  ("fused", (3, 2), (2, 1)),
+                                                  ("fused", (0, 1), (1, 4))],
+                         ids=["gather", "fused-mixed", "fused-general-only"])
+def test_ell_kernels_pallas_interpret(ell_inputs, form, width, pieces):
+    """The fixed-width rows' Pallas (GPU) kernels in interpret mode, through
+    spmv, batch of 3: the row kernel over XLA-gathered terms ("gather",
+    argument broadcasting over the batch included) and the kernel that
+    gathers by index itself ("fused": 40 rows in blocks of 16, the last block
+    overlapping its predecessor; the ELL rows and the 72 / 150 pieces fused,
+    the pieces summed by the chunks), equal to Python ints."""
     from ops.elementwise import KernelConfig
     rows, csr, coeffs, n, ws, wt, table = ell_inputs
     m = spmv.block(csr.indptr, csr.cols, csr.coeff_ids, spmv.coefficient_classes(coeffs), n,
-                   ell_width=(2, 1))
-    got = spmv.spmv(jax.tree.map(jnp.asarray, m), table, wt, config=KernelConfig(interpret=True))
+                   ell_width=width, piece_width=pieces, slots=16, gen_slots=8, block_rows=8,
+                   max_terms=6)
+    assert len(rows) % 16 and m.pieces >= 16
+    got = spmv.spmv(jax.tree.map(jnp.asarray, m), table, wt,
+                    config=KernelConfig(interpret=True, bn=16), form=form)
     assert Fr.to_int(got).tolist() == ell_reference(rows, ws)
+
+
+def test_fused_ell_lowers_for_cuda_with_wide_offsets():
+    """The fused kernel lowers to Triton on a CPU-only host (no GPU needed),
+    with PTX field operations, and takes 64-bit witness offsets once the
+    element index n·B passes int32 (2^28 variables × 8 instances: the
+    kernel's index product in 64 bits, not only Pallas' offsets) — and
+    32-bit ones below it."""
+    import contextlib
+    import io
+    import re
+    from ops.elementwise import KernelConfig
+    cfg = KernelConfig(debug=True)
+    i32 = lambda *s: jax.ShapeDtypeStruct(s, jnp.int32)
+    u32 = lambda *s: jax.ShapeDtypeStruct(s, jnp.uint32)
+
+    def ir(n, B):
+        rows = 1 << 10
+
+        def f(c, ng, gc, gi, tab, wt):
+            return spmv._spmv_ell_fused((c, ng, gc, gi), rows, tab, wt, cfg)
+        buf = io.StringIO()
+        with contextlib.redirect_stdout(buf):
+            jax.jit(f).trace(i32(rows, 2), u32(rows), i32(rows, 1), i32(rows, 1), u32(8, 3),
+                             u32(n, B, 8)).lower(lowering_platforms=("cuda",))
+        return buf.getvalue()
+
+    def witness_offsets(text):
+        return set(re.findall(r'tt\.addptr .*tensor<\d+xi(\d+)> "masked_load', text))
+
+    def index_products(text):      # the kernel's own c·B + b (Pallas' offsets are "masked_load")
+        return set(re.findall(r'arith\.muli .*tensor<\d+xi(\d+)> "mul:', text))
+
+    small, wide = ir(1 << 10, 1), ir(1 << 28, 8)
+    assert "elementwise_inline_asm" in small
+    assert witness_offsets(small) == {"32"} and index_products(small) <= {"32"}
+    assert witness_offsets(wide) == {"32", "64"} and index_products(wide) == {"64"}
+
+
+def test_spmv_rejects_unknown_form(ell_inputs):
+    _, csr, coeffs, n, _, wt, table = ell_inputs
+    m = jax.tree.map(jnp.asarray, spmv.block(csr.indptr, csr.cols, csr.coeff_ids,
+                                             spmv.coefficient_classes(coeffs), n))
+    with pytest.raises(ValueError, match="form"):
+        spmv.spmv(m, table, wt, form="scatter")
 
 
 @pytest.mark.parametrize("width", [(1, 2, 3), (-1, 0), (spmv.MAX_ELL_WIDTH + 1, 0), (1.5, 0)])

@@ -21,7 +21,8 @@ kernel).  Cases:
   ``--challenges``) on a random witness (the gathers and additions do not
   depend on the values); its matrices from ``--circuit-dir`` where
   ``bench.filecoin --circuit-dir`` stored them (the 32GiB partition: minutes
-  to record otherwise), else recorded and extracted here.
+  to record otherwise), else recorded and extracted here; ``--form``: the
+  fixed-width rows' form (``ops.spmv``: gather, fused).
 
     python3 -m bench.profile --case ntt --log-n 24 --out bench/results/profile_h200.jsonl
     python3 -m bench.profile --case spmv --kind porep --size 2KiB
@@ -57,7 +58,7 @@ def _vector(key, n):
 
 def stage(case: str, log_n: int = 20, kind: str = "porep", size: str = "2KiB",
           challenges: int | None = None, circuit_dir: str | None = None,
-          passes: str | None = None):
+          passes: str | None = None, form: str | None = None):
     """(function, arguments, size label) of a case (module docstring)."""
     key = jax.random.PRNGKey(7)
     if case == "ntt":
@@ -94,7 +95,8 @@ def stage(case: str, log_n: int = 20, kind: str = "porep", size: str = "2KiB",
             m = pce.extract(spec.record())
         w = _vector(key, m.num_vars)
         label = f"{kind} {size}" + (f" c{challenges}" if challenges else "")
-        return jax.jit(pce.evaluate), (m, w), f"{label}: {m.rows} rows"
+        return (jax.jit(lambda m, w: pce.evaluate.jitted(m, w, form)), (m, w),
+                f"{label}: {m.rows} rows")
     raise ValueError(f"profile: unknown case {case!r} (one of {', '.join(CASES)})")
 
 
@@ -140,12 +142,12 @@ def summarize(xplane: str, calls: int, top: int = 25) -> dict:
 
 def profile(case: str, log_n: int = 20, reps: int = 3, kind: str = "porep", size: str = "2KiB",
             challenges: int | None = None, top: int = 25, circuit_dir: str | None = None,
-            passes: str | None = None) -> dict:
+            passes: str | None = None, form: str | None = None) -> dict:
     """One case: timed (``time_fn``, 5 repetitions after a warm-up), then
     ``reps`` calls traced and summarized (``summarize``)."""
     if reps < 1:
         raise ValueError(f"profile: reps must be >= 1, got {reps}")
-    fn, args, label = stage(case, log_n, kind, size, challenges, circuit_dir, passes)
+    fn, args, label = stage(case, log_n, kind, size, challenges, circuit_dir, passes, form)
     timing = time_fn(fn, args, reps=5, target_s=0.0)
     d = tempfile.mkdtemp(prefix="jaxprove-profile-")
     try:
@@ -158,7 +160,7 @@ def profile(case: str, log_n: int = 20, reps: int = 3, kind: str = "porep", size
         summary = summarize(files[0], reps, top)
     finally:
         shutil.rmtree(d, ignore_errors=True)
-    return {"case": f"profile.{case}", "size": label, "passes": passes,
+    return {"case": f"profile.{case}", "size": label, "passes": passes, "form": form,
             "log_n": log_n if case != "spmv" else None, "traced_calls": reps,
             "wall_s": timing["median_s"], "min_s": timing["min_s"], "max_s": timing["max_s"],
             "timed_reps": timing["reps"], **summary}
@@ -174,6 +176,9 @@ def main(argv=None):
     ap.add_argument("--circuit-dir", default=None,
                     help="spmv: matrices stored there by bench.filecoin --circuit-dir")
     ap.add_argument("--passes", default=None, help="ntt: parts or inplace (ops.ntt._transform)")
+    ap.add_argument("--form", default=None, choices=("gather", "fused"),
+                    help="spmv: the fixed-width rows' form (ops.spmv.FORMS; default "
+                         "$JAXPROVE_SPMV or gather)")
     ap.add_argument("--reps", type=int, default=3, help="calls traced")
     ap.add_argument("--top", type=int, default=25)
     ap.add_argument("--cache", action="store_true", help="persistent compilation cache")
@@ -185,7 +190,7 @@ def main(argv=None):
         from jaxprove.cache import enable_compilation_cache
         enable_compilation_cache()
     rec = profile(a.case, a.log_n, a.reps, a.kind, a.size, a.challenges, a.top, a.circuit_dir,
-                  a.passes)
+                  a.passes, a.form)
     emit({**rec, "command": argv_command(), **environment()}, a.out)
 
 

@@ -31,13 +31,17 @@ def test_profile_spmv_of_a_filecoin_circuit_and_the_command_line(tmp_path, monke
         "S", (), {"topology": spec.topology, "record": lambda self: recorded.append(1)})())
     out = tmp_path / "p.jsonl"
     P.main(["--case", "spmv", "--kind", "window-post", "--size", "2KiB", "--challenges", "1",
-            "--circuit-dir", str(tmp_path / "fc"), "--reps", "1", "--top", "3", "--out", str(out)])
+            "--circuit-dir", str(tmp_path / "fc"), "--reps", "1", "--top", "3", "--form", "fused",
+            "--out", str(out)])
     assert not recorded
     rec = json.loads(out.read_text())
     assert rec["case"] == "profile.spmv" and rec["size"].startswith("window-post 2KiB c1: ")
+    assert rec["form"] == "fused"
     assert rec["log_n"] is None and len(rec["top"]) == 3 and "command" in rec
     with pytest.raises(SystemExit):
         P.main(["--case", "ntt", "--log-n", "40"])
+    with pytest.raises(SystemExit):
+        P.main(["--case", "spmv", "--form", "scatter"])
     with pytest.raises(ValueError, match="reps must be >= 1"):
         P.profile("ntt", log_n=4, reps=0)
     with pytest.raises(ValueError, match="unknown case"):

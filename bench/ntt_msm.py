@@ -332,7 +332,8 @@ def main():
     ints = lambda s: [int(v) for v in s.split(",") if v]
     ap.add_argument("--ntt", type=ints, default=[])
     ap.add_argument("--ntt-passes", default=N.PASSES,
-                    help="comma-separated: parts, inplace (ops.ntt._transform; hypothesis 31)")
+                    help="comma-separated: parts, inplace, loaded (ops.ntt._transform; "
+                         "hypotheses 31 and 54)")
     ap.add_argument("--to-coset", type=ints, default=[],
                     help="sizes of h's coset transform, natural order against bit-reversed (hypothesis 34)")
     ap.add_argument("--g1", type=ints, default=[])

@@ -175,7 +175,7 @@ def main(argv=None):
     ap.add_argument("--challenges", type=int, default=None, help="spmv: fewer challenges")
     ap.add_argument("--circuit-dir", default=None,
                     help="spmv: matrices stored there by bench.filecoin --circuit-dir")
-    ap.add_argument("--passes", default=None, help="ntt: parts or inplace (ops.ntt._transform)")
+    ap.add_argument("--passes", default=None, help="ntt: parts, inplace or loaded (ops.ntt._transform)")
     ap.add_argument("--form", default=None, choices=("gather", "fused"),
                     help="spmv: the fixed-width rows' form (ops.spmv.FORMS; default "
                          "$JAXPROVE_SPMV or gather)")

@@ -27,7 +27,10 @@ is, by default (``passes="inplace"``), one Pallas kernel that reads and
 writes the strided parts where they lie, without the slices and stacks
 around it: on the H200 2^27 in 137.9 ms instead of 154.7 ms, with 41% less
 XLA temporary memory (bench/NOTES.md hypothesis 31); ``passes="parts"``
-keeps the sliced form there too (benchmarks compare the two).
+keeps the sliced form there too, and ``passes="loaded"`` is the in-place
+kernel with every twiddle loaded from the domain's table instead of derived
+from W by products (12 products per radix-8 block instead of 18;
+hypothesis 54, not yet measured on the GPU); benchmarks compare them.
 
 Bit-reversed orders: ``intt_to_bitrev`` and ``coset_intt_to_bitrev`` run the
 transposed passes (decimation in frequency: natural order in, bit-reversed
@@ -196,16 +199,20 @@ RADIX_LOG = 3                      # stages fused per kernel (radix 8)
 
 
 @functools.lru_cache(maxsize=None)
-def _radix_formula(r: int, inverse: bool, dif: bool = False):
+def _radix_formula(r: int, inverse: bool, dif: bool = False, loaded: bool = False):
     """Radix-2^r DIT block: r consecutive radix-2 stages on 2^r elements
     x_q (q < 2^r) at stride h, with W = ω_{2^r·h}^j the block's twiddle.
     Stage t pairs (q, q + 2^t) for q with bit t clear, twiddle
-    ω_{2^(t+1)·h}^j · ω_{2^(t+1)}^(q mod 2^t) = W^(2^(r−1−t)) · const,
-    (a, b) <- (a + tw·b, a − tw·b).  For the inverse the roots are inverted.
-    ``dif``: the block's transpose (stages t = r−1 … 0, Gentleman–Sande
-    butterflies (a, b) <- (a + b, tw·(a − b)) with the same twiddles).
-    A formula (``ops.elementwise``): (ar, x_0, ..., x_{2^r−1}, W) -> the
-    2^r outputs."""
+    tw(t, e) = ω_{2^(t+1)·h}^(j + e·h) = W^(2^(r−1−t)) · ω_{2^(t+1)}^e with
+    e = q mod 2^t, (a, b) <- (a + tw·b, a − tw·b).  For the inverse the
+    roots are inverted.  ``dif``: the block's transpose (stages t = r−1 … 0,
+    Gentleman–Sande butterflies (a, b) <- (a + b, tw·(a − b)) with the same
+    twiddles).  A formula (``ops.elementwise``): (ar, x_0, ..., x_{2^r−1},
+    W) -> the 2^r outputs, the 2^r − 1 twiddles derived from W (r − 1
+    squarings and 2^r − r − 1 products by constants: 7 products per radix-8
+    block beside its 12 butterfly products); ``loaded``: the last argument
+    is instead a function (t, e) -> tw(t, e) that supplies them (loaded
+    from the twiddle table: ``_radix_pass_loaded``)."""
     p = Fr.p
 
     def root(order: int) -> int:          # primitive root of unity of this order (or its inverse)
@@ -214,17 +221,24 @@ def _radix_formula(r: int, inverse: bool, dif: bool = False):
 
     def formula(ar, *args):
         xs, W = list(args[:-1]), args[-1]
-        pw = [W]                           # pw[i] = W^(2^i)
-        for _ in range(r - 1):
-            pw.append(ar.sqr(pw[-1]))
+        if loaded:
+            twiddles = functools.lru_cache(maxsize=None)(W)
+        else:
+            pw = [W]                       # pw[i] = W^(2^i)
+            for _ in range(r - 1):
+                pw.append(ar.sqr(pw[-1]))
+
+            @functools.lru_cache(maxsize=None)
+            def twiddles(t, e):
+                base = pw[r - 1 - t]
+                return base if e == 0 else ar.mul(base, ar.const(pow(root(2 << t), e, p),
+                                                                 ar.like(base)))
         for t in (reversed(range(r)) if dif else range(r)):
-            base = pw[r - 1 - t]
             half = 1 << t
             for q in range(1 << r):
                 if q & half:
                     continue
-                e = q % half
-                tw = base if e == 0 else ar.mul(base, ar.const(pow(root(2 * half), e, p), ar.like(base)))
+                tw = twiddles(t, q % half)
                 if dif:
                     a, b = xs[q], xs[q + half]
                     xs[q], xs[q + half] = ar.add(a, b), ar.mul(tw, ar.sub(a, b))
@@ -289,8 +303,52 @@ def _radix_pass(x4, w, r: int, inverse: bool, config: KernelConfig, dif: bool = 
             input_output_aliases={0: 0},
             compiler_params=plgpu.CompilerParams(num_warps=config.num_warps, num_stages=1),
             interpret=config.interpret,
+            debug=config.debug,
             name=_kernel_name("pass", g, inverse, dif),
         )(x4, w)
+
+
+def _radix_pass_loaded(x4, tw, r: int, h: int, n: int, inverse: bool, config: KernelConfig,
+                       dif: bool = False):
+    """``_radix_pass`` with every twiddle loaded instead of derived: tw is
+    the whole table ω_n^k (k < n/2; ω_n^(−k) when ``inverse``) ``(8, n/2)``,
+    and the kernel loads tw(t, e) = tw[(j + e·h)·n/(2^(t+1)·h)] for the
+    positions j of its tile, each (t, e) once per program (2^r − 1 loads of
+    bh elements instead of 2^r − 2 products per block: 12 products per
+    radix-8 block instead of 19; bench/NOTES.md hypothesis 54)."""
+    _, m, g, _ = x4.shape
+    bm, bh = _pass_blocks(m, h, config.bn)
+    formula = _radix_formula(r, inverse, dif, loaded=True)
+    arith = kernel_arith(Fr.arith, config)
+
+    def kernel(x_ref, tw_ref, o_ref):
+        j = pl.program_id(1) * bh + lax.iota(jnp.int32, bh)
+
+        def twiddle(t, e):
+            idx = (j + e * h) * (n // ((2 << t) * h))
+            return [jnp.broadcast_to(plgpu.load(tw_ref.at[limb, idx])[None, :], (bm, bh))
+                    for limb in range(Fr.L)]
+
+        xs = [[x_ref[limb, :, q, :] for limb in range(Fr.L)] for q in range(g)]
+        outs = formula(arith, *xs, twiddle)
+        for q, o in enumerate(outs):
+            for limb in range(Fr.L):
+                o_ref[limb, :, q, :] = jnp.broadcast_to(o[limb].astype(jnp.uint32), (bm, bh))
+
+    block = pl.BlockSpec((Fr.L, bm, g, bh), lambda i, j: (0, i, 0, j))
+    with x64():
+        return pl.pallas_call(
+            kernel,
+            out_shape=jax.ShapeDtypeStruct(x4.shape, jnp.uint32),
+            grid=(m // bm, h // bh),
+            in_specs=[block, pl.no_block_spec],
+            out_specs=block,
+            input_output_aliases={0: 0},
+            compiler_params=plgpu.CompilerParams(num_warps=config.num_warps, num_stages=1),
+            interpret=config.interpret,
+            debug=config.debug,
+            name=_kernel_name("passtw", g, inverse, dif),
+        )(x4, tw)
 
 
 def _bit_reverse(i, k: int):
@@ -342,9 +400,11 @@ def _transform(x, tw, log_n: int, inverse: bool, passes: str = "inplace", order:
     stacked back (XLA copies around every kernel); "inplace" — on CUDA one
     Pallas kernel per group reads and writes the strided slices where they
     lie (``_radix_pass``; the tests run it in interpret mode), elsewhere
-    "parts".  ⌈k/r⌉ passes over the array either way."""
-    if passes not in ("parts", "inplace"):
-        raise ValueError(f"ntt: passes must be 'parts' or 'inplace', got {passes!r}")
+    "parts"; "loaded" — "inplace" with every twiddle of a block loaded from
+    ``tw`` instead of derived from W (``_radix_pass_loaded``).  ⌈k/r⌉
+    passes over the array in every form."""
+    if passes not in PASS_FORMS:
+        raise ValueError(f"ntt: passes must be one of {PASS_FORMS}, got {passes!r}")
     if order not in ("nn", "rn", "nr"):
         raise ValueError(f"ntt: order must be 'nn', 'rn' or 'nr', got {order!r}")
     if log_n == 0:
@@ -355,7 +415,8 @@ def _transform(x, tw, log_n: int, inverse: bool, passes: str = "inplace", order:
     if passes == "parts" or pl is None:
         return _parts(x, tw, log_n, inverse, dif)
     return by_platform(x, tw, default=lambda x, tw: _parts(x, tw, log_n, inverse, dif),
-                       cuda=lambda x, tw: _inplace(x, tw, log_n, inverse, Fr.config, dif))
+                       cuda=lambda x, tw: _inplace(x, tw, log_n, inverse, Fr.config, dif,
+                                                   loaded=passes == "loaded"))
 
 
 def _bit_reverse_last(x, log_n: int):
@@ -389,22 +450,28 @@ def _parts(x, tw, log_n: int, inverse: bool, dif: bool = False):
     return x
 
 
-def _inplace(x, tw, log_n: int, inverse: bool, config: KernelConfig, dif: bool = False):
-    """The groups as in-place Pallas passes (``_radix_pass``); the leading
-    axes fold into the group axis (a group never straddles two vectors)."""
+def _inplace(x, tw, log_n: int, inverse: bool, config: KernelConfig, dif: bool = False,
+             loaded: bool = False):
+    """The groups as in-place Pallas passes (``_radix_pass``, or with
+    ``loaded`` ``_radix_pass_loaded``); the leading axes fold into the group
+    axis (a group never straddles two vectors)."""
     n = 1 << log_n
     shape = x.shape
     total = math.prod(shape[1:])
     for r, h in _ordered_groups(log_n, dif):
         g = 1 << r
         x4 = x.reshape(Fr.L, total // (g * h), g, h)
-        x = _radix_pass(x4, _twiddles(tw, n, g, h), r, inverse, config, dif)
+        if loaded:
+            x = _radix_pass_loaded(x4, tw, r, h, n, inverse, config, dif)
+        else:
+            x = _radix_pass(x4, _twiddles(tw, n, g, h), r, inverse, config, dif)
     return x.reshape(shape)
 
 
 # the transforms' passes (``_transform``) on CUDA: in place (bench/NOTES.md hypothesis 31,
 # measured in session 15); every transform takes ``passes=`` to choose
 PASSES = "inplace"
+PASS_FORMS = ("parts", "inplace", "loaded")
 _jit = functools.partial(jax.jit, static_argnames=("passes",))
 
 

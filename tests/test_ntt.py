@@ -90,12 +90,15 @@ def test_bad_input_is_named():
             f(jnp.zeros((8, 4), jnp.uint32), N.domain(2, cosets=False))
 
 
-@pytest.mark.parametrize("k,batch", [(1, 1), (3, 2), (4, 3)])
-def test_inplace_passes_equal_the_naive_transform(k, batch):
+@pytest.mark.parametrize("k,batch,loaded", [(1, 1, False), (3, 2, False), (4, 3, False),
+                                             (7, 2, True)])
+def test_inplace_passes_equal_the_naive_transform(k, batch, loaded):
     """``_inplace`` (one Pallas kernel per group of stages, reading and
     writing the strided slices in place; here in interpret mode, with 16
     lanes per program so that a pass spans several programs along both grid
-    axes) against the O(n²) evaluation, forward and inverse, over a batch."""
+    axes) against the O(n²) evaluation, forward and inverse, over a batch;
+    ``loaded``: every twiddle loaded from the table (groups of 3, 3 and 1
+    stages at k = 7, h up to 64 over 16-lane tiles)."""
     from ops.elementwise import KernelConfig
     rng = random.Random(300 + k)
     n = 1 << k
@@ -105,9 +108,38 @@ def test_inplace_passes_equal_the_naive_transform(k, batch):
     xb = jnp.take(x, N._bit_reverse(jnp.arange(n, dtype=jnp.int32), k), axis=-1)
     cfg = KernelConfig(bn=16, interpret=True)
     w = N.root_of_unity(k)
-    assert rows(N._inplace(xb, dom.twiddles, k, False, cfg)) == [N.naive_ntt(r, w) for r in xs]
-    inv = rows(N._inplace(xb, dom.inv_twiddles, k, True, cfg))        # unscaled: intt applies 1/n
+    assert rows(N._inplace(xb, dom.twiddles, k, False, cfg, loaded=loaded)) == \
+        [N.naive_ntt(r, w) for r in xs]
+    inv = rows(N._inplace(xb, dom.inv_twiddles, k, True, cfg, loaded=loaded))  # unscaled: no 1/n
     assert inv == [N.naive_ntt(r, pow(w, -1, P)) for r in xs]
+
+
+def test_radix8_block_products():
+    """Products per radix-8 block: 12 butterflies, plus 6 to derive the
+    twiddles from W (2 squarings, 4 distinct products by constants: W²·ω₄
+    once, not once per butterfly) or none when they are loaded
+    (hypothesis 54)."""
+    class Count:
+        def __init__(self):
+            self.products = 0
+
+        def mul(self, a, b):
+            self.products += 1
+            return a
+
+        def sqr(self, a):
+            self.products += 1
+            return a
+
+        add = sub = lambda self, a, b: a
+        const = lambda self, v, like: v
+        like = lambda self, a: a
+
+    for dif in (False, True):
+        derived, loaded = Count(), Count()
+        N._radix_formula(3, False, dif)(derived, *range(8), "W")
+        N._radix_formula(3, False, dif, loaded=True)(loaded, *range(8), lambda t, e: (t, e))
+        assert (derived.products, loaded.products) == (18, 12)
 
 
 def test_pass_blocks_divide_the_pass():
@@ -128,13 +160,14 @@ def test_inplace_pass_lowers_for_cuda():
     x = jnp.zeros((8, 3, 1 << k), jnp.uint32)
     dom = N.domain(k, cosets=False)
     for dif in (False, True):                       # and the DIF passes (hypothesis 34)
-        f = jax.jit(lambda x, tw: N._inplace(x, tw, k, False, KernelConfig(), dif))
-        text = f.trace(x, dom.twiddles).lower(lowering_platforms=("cuda",)).as_text()
-        assert text.count("__gpu$xla.gpu.triton") == 4
+        for loaded in (False, True):                # and the twiddles loaded (hypothesis 54)
+            f = jax.jit(lambda x, tw: N._inplace(x, tw, k, False, KernelConfig(), dif, loaded))
+            text = f.trace(x, dom.twiddles).lower(lowering_platforms=("cuda",)).as_text()
+            assert text.count("__gpu$xla.gpu.triton") == 4
 
 
 def test_passes_are_named():
-    with pytest.raises(ValueError, match="passes must be 'parts' or 'inplace'"):
+    with pytest.raises(ValueError, match="passes must be one of"):
         N.ntt(jnp.zeros((8, 4), jnp.uint32), N.domain(2), passes="fast")
 
 
@@ -178,9 +211,9 @@ def test_inplace_dif_passes_are_the_transpose(k, batch):
     w = N.root_of_unity(k)
     rev = [int(v) for v in N._bit_reverse(jnp.arange(n, dtype=jnp.int32), k)]
     for tw, root, inverse in ((dom.twiddles, w, False), (dom.inv_twiddles, pow(w, -1, P), True)):
-        got = N._inplace(x, tw, k, inverse, cfg, dif=True)
         want = [[t[rev[i]] for i in range(n)] for t in (N.naive_ntt(r, root) for r in xs)]
-        assert rows(got) == want
+        for loaded in (False, True):
+            assert rows(N._inplace(x, tw, k, inverse, cfg, dif=True, loaded=loaded)) == want
         assert rows(N._parts(x, tw, k, inverse, dif=True)) == want
 
 

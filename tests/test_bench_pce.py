@@ -23,6 +23,7 @@ def test_layouts_are_timed_and_checked(tmp_path):
     assert set(evals) == {"ell", "ell-fused", "csr"}
     assert all(x["correct_vs_python"] is True and x["median_s"] > 0 for x in evals.values())
     assert {x["form"] for x in evals.values()} == {"gather"}        # no GPU here: no fused kernel
+    assert evals["ell"]["extract_s"] == evals["ell-fused"]["extract_s"]   # one extraction
     floors = [x["layout"] for x in recs if x["case"] == "gather_floor"]
     assert sorted(floors) == ["csr", "ell"]
 

@@ -212,7 +212,7 @@ def _radix_formula(r: int, inverse: bool, dif: bool = False, loaded: bool = Fals
     squarings and 2^r − r − 1 products by constants: 7 products per radix-8
     block beside its 12 butterfly products); ``loaded``: the last argument
     is instead a function (t, e) -> tw(t, e) that supplies them (loaded
-    from the twiddle table: ``_radix_pass_loaded``)."""
+    from the twiddle table by ``_radix_pass``)."""
     p = Fr.p
 
     def root(order: int) -> int:          # primitive root of unity of this order (or its inverse)
@@ -271,84 +271,57 @@ def _pass_blocks(m: int, h: int, lanes: int) -> tuple[int, int]:
     return bm, bh
 
 
-def _radix_pass(x4, w, r: int, inverse: bool, config: KernelConfig, dif: bool = False):
+def _radix_pass(x4, tw, r: int, n: int, inverse: bool, config: KernelConfig, dif: bool = False,
+                loaded: bool = False):
     """One group of r radix-2 stages in place: x4 ``(8, m, 2^r, h)`` (limb,
-    group, the 2^r inputs of one butterfly block, position j < h), w the
-    twiddles W_j ``(8, h)`` -> x4 with every (group, j) block transformed by
+    group, the 2^r inputs of one butterfly block, position j < h), tw the
+    domain's twiddle table ω_n^k (k < n/2; ω_n^(−k) when ``inverse``) ``(8,
+    n/2)`` -> x4 with every (group, j) block transformed by
     ``_radix_formula``.  ONE Pallas kernel reads the 2^r strided inputs
     straight from the array and writes them back in place
     (``input_output_aliases``), each program a ``(bm, bh)`` tile of
-    (group, j) lanes (``_pass_blocks``); no slices or stacks around it."""
+    (group, j) lanes (``_pass_blocks``); no slices or stacks around it.
+    The block's twiddles are derived from W_j = ω_n^(j·n/(2^r·h)) (a
+    strided slice of tw, ``(8, h)``) or, with ``loaded``, each tw(t, e) =
+    tw[(j + e·h)·n/(2^(t+1)·h)] loaded for the tile's positions, once per
+    program (2^r − 1 loads of bh elements instead of 6 products per radix-8
+    block: 12 products instead of 18; bench/NOTES.md hypothesis 54)."""
     _, m, g, h = x4.shape
     bm, bh = _pass_blocks(m, h, config.bn)
-    formula = _radix_formula(r, inverse, dif)
+    formula = _radix_formula(r, inverse, dif, loaded)
     arith = kernel_arith(Fr.arith, config)
-
-    def kernel(x_ref, w_ref, o_ref):
-        wl = [jnp.broadcast_to(w_ref[limb, :][None, :], (bm, bh)) for limb in range(Fr.L)]
-        xs = [[x_ref[limb, :, q, :] for limb in range(Fr.L)] for q in range(g)]
-        outs = formula(arith, *xs, wl)
-        for q, o in enumerate(outs):
-            for limb in range(Fr.L):
-                o_ref[limb, :, q, :] = jnp.broadcast_to(o[limb].astype(jnp.uint32), (bm, bh))
-
-    block = pl.BlockSpec((Fr.L, bm, g, bh), lambda i, j: (0, i, 0, j))
-    with x64():
-        return pl.pallas_call(
-            kernel,
-            out_shape=jax.ShapeDtypeStruct(x4.shape, jnp.uint32),
-            grid=(m // bm, h // bh),
-            in_specs=[block, pl.BlockSpec((Fr.L, bh), lambda i, j: (0, j))],
-            out_specs=block,
-            input_output_aliases={0: 0},
-            compiler_params=plgpu.CompilerParams(num_warps=config.num_warps, num_stages=1),
-            interpret=config.interpret,
-            debug=config.debug,
-            name=_kernel_name("pass", g, inverse, dif),
-        )(x4, w)
-
-
-def _radix_pass_loaded(x4, tw, r: int, h: int, n: int, inverse: bool, config: KernelConfig,
-                       dif: bool = False):
-    """``_radix_pass`` with every twiddle loaded instead of derived: tw is
-    the whole table ω_n^k (k < n/2; ω_n^(−k) when ``inverse``) ``(8, n/2)``,
-    and the kernel loads tw(t, e) = tw[(j + e·h)·n/(2^(t+1)·h)] for the
-    positions j of its tile, each (t, e) once per program (2^r − 1 loads of
-    bh elements instead of 2^r − 2 products per block: 12 products per
-    radix-8 block instead of 19; bench/NOTES.md hypothesis 54)."""
-    _, m, g, _ = x4.shape
-    bm, bh = _pass_blocks(m, h, config.bn)
-    formula = _radix_formula(r, inverse, dif, loaded=True)
-    arith = kernel_arith(Fr.arith, config)
+    row = lambda v: jnp.broadcast_to(v[None, :], (bm, bh))
 
     def kernel(x_ref, tw_ref, o_ref):
-        j = pl.program_id(1) * bh + lax.iota(jnp.int32, bh)
+        if loaded:
+            j = pl.program_id(1) * bh + lax.iota(jnp.int32, bh)
 
-        def twiddle(t, e):
-            idx = (j + e * h) * (n // ((2 << t) * h))
-            return [jnp.broadcast_to(plgpu.load(tw_ref.at[limb, idx])[None, :], (bm, bh))
-                    for limb in range(Fr.L)]
-
+            def twiddles(t, e):
+                idx = (j + e * h) * (n // ((2 << t) * h))
+                return [row(plgpu.load(tw_ref.at[limb, idx])) for limb in range(Fr.L)]
+        else:
+            twiddles = [row(tw_ref[limb, :]) for limb in range(Fr.L)]
         xs = [[x_ref[limb, :, q, :] for limb in range(Fr.L)] for q in range(g)]
-        outs = formula(arith, *xs, twiddle)
+        outs = formula(arith, *xs, twiddles)
         for q, o in enumerate(outs):
             for limb in range(Fr.L):
                 o_ref[limb, :, q, :] = jnp.broadcast_to(o[limb].astype(jnp.uint32), (bm, bh))
 
     block = pl.BlockSpec((Fr.L, bm, g, bh), lambda i, j: (0, i, 0, j))
+    tw_spec = pl.no_block_spec if loaded else pl.BlockSpec((Fr.L, bh), lambda i, j: (0, j))
     with x64():
         return pl.pallas_call(
             kernel,
             out_shape=jax.ShapeDtypeStruct(x4.shape, jnp.uint32),
             grid=(m // bm, h // bh),
-            in_specs=[block, pl.no_block_spec],
+            in_specs=[block, tw_spec],
             out_specs=block,
             input_output_aliases={0: 0},
             compiler_params=plgpu.CompilerParams(num_warps=config.num_warps, num_stages=1),
             interpret=config.interpret,
             debug=config.debug,
-            name=_kernel_name("passtw", g, inverse, dif),
-        )(x4, tw)
+            name=_kernel_name("passtw" if loaded else "pass", g, inverse, dif),
+        )(x4, tw if loaded else _twiddles(tw, n, g, h))
 
 
 def _bit_reverse(i, k: int):
@@ -401,7 +374,7 @@ def _transform(x, tw, log_n: int, inverse: bool, passes: str = "inplace", order:
     Pallas kernel per group reads and writes the strided slices where they
     lie (``_radix_pass``; the tests run it in interpret mode), elsewhere
     "parts"; "loaded" — "inplace" with every twiddle of a block loaded from
-    ``tw`` instead of derived from W (``_radix_pass_loaded``).  ⌈k/r⌉
+    ``tw`` instead of derived from W (``_radix_pass(loaded=True)``).  ⌈k/r⌉
     passes over the array in every form."""
     if passes not in PASS_FORMS:
         raise ValueError(f"ntt: passes must be one of {PASS_FORMS}, got {passes!r}")
@@ -452,19 +425,16 @@ def _parts(x, tw, log_n: int, inverse: bool, dif: bool = False):
 
 def _inplace(x, tw, log_n: int, inverse: bool, config: KernelConfig, dif: bool = False,
              loaded: bool = False):
-    """The groups as in-place Pallas passes (``_radix_pass``, or with
-    ``loaded`` ``_radix_pass_loaded``); the leading axes fold into the group
-    axis (a group never straddles two vectors)."""
+    """The groups as in-place Pallas passes (``_radix_pass``, its twiddles
+    ``loaded`` or derived); the leading axes fold into the group axis (a
+    group never straddles two vectors)."""
     n = 1 << log_n
     shape = x.shape
     total = math.prod(shape[1:])
     for r, h in _ordered_groups(log_n, dif):
         g = 1 << r
         x4 = x.reshape(Fr.L, total // (g * h), g, h)
-        if loaded:
-            x = _radix_pass_loaded(x4, tw, r, h, n, inverse, config, dif)
-        else:
-            x = _radix_pass(x4, _twiddles(tw, n, g, h), r, inverse, config, dif)
+        x = _radix_pass(x4, tw, r, n, inverse, config, dif, loaded)
     return x.reshape(shape)
 
 

@@ -198,8 +198,11 @@ def domain(log_n: int, cosets: bool = True) -> Domain:
 RADIX_LOG = 3                      # stages fused per kernel (radix 8)
 
 
+TWIDDLES = ("derived", "loaded", "first")
+
+
 @functools.lru_cache(maxsize=None)
-def _radix_formula(r: int, inverse: bool, dif: bool = False, loaded: bool = False):
+def _radix_formula(r: int, inverse: bool, dif: bool = False, twiddles: str = "derived"):
     """Radix-2^r DIT block: r consecutive radix-2 stages on 2^r elements
     x_q (q < 2^r) at stride h, with W = ω_{2^r·h}^j the block's twiddle.
     Stage t pairs (q, q + 2^t) for q with bit t clear, twiddle
@@ -208,11 +211,16 @@ def _radix_formula(r: int, inverse: bool, dif: bool = False, loaded: bool = Fals
     roots are inverted.  ``dif``: the block's transpose (stages t = r−1 … 0,
     Gentleman–Sande butterflies (a, b) <- (a + b, tw·(a − b)) with the same
     twiddles).  A formula (``ops.elementwise``): (ar, x_0, ..., x_{2^r−1},
-    W) -> the 2^r outputs, the 2^r − 1 twiddles derived from W (r − 1
-    squarings and 2^r − r − 1 products by constants: 7 products per radix-8
-    block beside its 12 butterfly products); ``loaded``: the last argument
-    is instead a function (t, e) -> tw(t, e) that supplies them (loaded
-    from the twiddle table by ``_radix_pass``)."""
+    W) -> the 2^r outputs.  ``twiddles``: "derived" from W (r − 1 squarings
+    and 2^r − r − 1 products by constants: 6 products per radix-8 block
+    beside its 12 butterfly products); "loaded": the last argument is
+    instead a function (t, e) -> tw(t, e) that supplies them (loaded from
+    the twiddle table by ``_radix_pass``); "first": the pass with h = 1,
+    where j = 0 and every twiddle is the constant ω_{2^(t+1)}^e (the last
+    argument is ignored), and the butterflies with twiddle 1 skip their
+    product (5 products per radix-8 block instead of 12)."""
+    if twiddles not in TWIDDLES:
+        raise ValueError(f"_radix_formula: twiddles must be one of {TWIDDLES}, got {twiddles!r}")
     p = Fr.p
 
     def root(order: int) -> int:          # primitive root of unity of this order (or its inverse)
@@ -221,29 +229,33 @@ def _radix_formula(r: int, inverse: bool, dif: bool = False, loaded: bool = Fals
 
     def formula(ar, *args):
         xs, W = list(args[:-1]), args[-1]
-        if loaded:
-            twiddles = functools.lru_cache(maxsize=None)(W)
+        if twiddles == "loaded":
+            tw_of = functools.lru_cache(maxsize=None)(W)
+        elif twiddles == "first":
+            def tw_of(t, e):              # None: the twiddle 1
+                return None if e == 0 else ar.const(pow(root(2 << t), e, p), ar.like(xs[0]))
         else:
             pw = [W]                       # pw[i] = W^(2^i)
             for _ in range(r - 1):
                 pw.append(ar.sqr(pw[-1]))
 
             @functools.lru_cache(maxsize=None)
-            def twiddles(t, e):
+            def tw_of(t, e):
                 base = pw[r - 1 - t]
                 return base if e == 0 else ar.mul(base, ar.const(pow(root(2 << t), e, p),
                                                                  ar.like(base)))
+        times = lambda tw, v: v if tw is None else ar.mul(tw, v)
         for t in (reversed(range(r)) if dif else range(r)):
             half = 1 << t
             for q in range(1 << r):
                 if q & half:
                     continue
-                tw = twiddles(t, q % half)
+                tw = tw_of(t, q % half)
                 if dif:
                     a, b = xs[q], xs[q + half]
-                    xs[q], xs[q + half] = ar.add(a, b), ar.mul(tw, ar.sub(a, b))
+                    xs[q], xs[q + half] = ar.add(a, b), times(tw, ar.sub(a, b))
                 else:
-                    u = ar.mul(tw, xs[q + half])
+                    u = times(tw, xs[q + half])
                     xs[q], xs[q + half] = ar.add(xs[q], u), ar.sub(xs[q], u)
         return tuple(xs)
 
@@ -285,10 +297,13 @@ def _radix_pass(x4, tw, r: int, n: int, inverse: bool, config: KernelConfig, dif
     strided slice of tw, ``(8, h)``) or, with ``loaded``, each tw(t, e) =
     tw[(j + e·h)·n/(2^(t+1)·h)] loaded for the tile's positions, once per
     program (2^r − 1 loads of bh elements instead of 6 products per radix-8
-    block: 12 products instead of 18; bench/NOTES.md hypothesis 54)."""
+    block: 12 products instead of 18; bench/NOTES.md hypothesis 54).  The
+    pass with h = 1 takes its twiddles as constants (``_radix_formula``'s
+    "first": 5 products per radix-8 block)."""
     _, m, g, h = x4.shape
     bm, bh = _pass_blocks(m, h, config.bn)
-    formula = _radix_formula(r, inverse, dif, loaded)
+    formula = _radix_formula(r, inverse, dif, "first" if h == 1 else
+                             "loaded" if loaded else "derived")
     arith = kernel_arith(Fr.arith, config)
     row = lambda v: jnp.broadcast_to(v[None, :], (bm, bh))
 

@@ -118,7 +118,8 @@ def test_radix8_block_products():
     """Products per radix-8 block: 12 butterflies, plus 6 to derive the
     twiddles from W (2 squarings, 4 distinct products by constants: W²·ω₄
     once, not once per butterfly) or none when they are loaded
-    (hypothesis 54)."""
+    (hypothesis 54); in the first pass (h = 1, twiddles constant) the 7
+    butterflies whose twiddle is 1 skip their product."""
     class Count:
         def __init__(self):
             self.products = 0
@@ -136,10 +137,13 @@ def test_radix8_block_products():
         like = lambda self, a: a
 
     for dif in (False, True):
-        derived, loaded = Count(), Count()
+        derived, loaded, first = Count(), Count(), Count()
         N._radix_formula(3, False, dif)(derived, *range(8), "W")
-        N._radix_formula(3, False, dif, loaded=True)(loaded, *range(8), lambda t, e: (t, e))
-        assert (derived.products, loaded.products) == (18, 12)
+        N._radix_formula(3, False, dif, "loaded")(loaded, *range(8), lambda t, e: (t, e))
+        N._radix_formula(3, False, dif, "first")(first, *range(8), "W")
+        assert (derived.products, loaded.products, first.products) == (18, 12, 5)
+    with pytest.raises(ValueError, match="twiddles must be one of"):
+        N._radix_formula(3, False, False, "cached")
 
 
 def test_pass_blocks_divide_the_pass():

@@ -182,7 +182,8 @@ def bench_msm(curve, log_ns, out, reps, bits=(), config=None, windows=()):
     print(f"# {curve.name}: bases 2^{top} made in {time.perf_counter() - t0:.1f} s", flush=True)
     cfg = config or M.default_config()
     name = f"msm_{curve.name}" + ("_fused_split" if cfg.fused_split and curve.split else "") + (
-        "_unsplit" if curve.name == "G2" and not curve.split else "")
+        "_unsplit" if curve.name == "G2" and not curve.split else "") + (
+        "_xyzz" if cfg.xyzz and not curve.split else "")
 
     def one(case, ln, sc, window=None):
         n = 1 << ln
@@ -193,7 +194,8 @@ def bench_msm(curve, log_ns, out, reps, bits=(), config=None, windows=()):
         ok = matches(curve, res[..., 0], dot_int(sc[:, :n], k[:, :n]))
         t = time_fn(f, (b, ss), reps=reps)
         emit(base_record(case, ln, window=c, lanes=cfg.lanes, fused=cfg.fused,
-                         fused_split=cfg.fused_split, compile_s=comp, xla_peak_bytes=mem,
+                         fused_split=cfg.fused_split, xyzz=cfg.xyzz, compile_s=comp,
+                         xla_peak_bytes=mem,
                          checked=ok, **t), out)
         return t["median_s"]
 
@@ -359,6 +361,9 @@ def main():
                     help="G2 sizes also with one kernel per formula (Curve.split off, no table "
                          "loops: the fused accumulation level), affordable to compile since "
                          "the PTX products (bench/NOTES.md hypothesis 41)")
+    ap.add_argument("--g1-xyzz", action="store_true",
+                    help="G1 sizes (--g1) also with MSMConfig.xyzz (hypothesis 55: XYZZ buckets "
+                         "in the fused accumulation's first level)")
     ap.add_argument("--out", default=None)
     a = ap.parse_args()
     if a.hold_gib < 0 or (a.msm_gib is not None and a.msm_gib <= 0):
@@ -369,6 +374,9 @@ def main():
         bench_to_coset(a.to_coset, a.out, a.reps)
     if a.g1 or a.bits:
         bench_msm(G1, a.g1, a.out, a.reps, a.bits, windows=a.windows)
+        if a.g1_xyzz and a.g1:
+            bench_msm(G1, a.g1, a.out, a.reps,
+                      config=dataclasses.replace(M.default_config(), xyzz=True))
     if a.profile:
         bench_profile(a.profile, a.out, a.reps)
     if a.g2:

@@ -122,6 +122,56 @@ class CurveArith:
     def neg(self, P):
         return (P[0], self.F.neg(P[1]), P[2])
 
+    # XYZZ coordinates (X, Y, ZZ, ZZZ) with ZZ³ = ZZZ²: the affine point
+    # (X/ZZ, Y/ZZZ), the identity where ZZ = 0 (hyperelliptic.org/EFD,
+    # "xyzz").  Incomplete but cheap: a mixed addition is 8M + 2S against
+    # RCB's 11M, so the MSM's bucket accumulation may keep its buckets in it
+    # (``ops.segsum``, ``MSMConfig.xyzz``).
+    def xyzz_identity(self, like):
+        z = self.F.zero(like)
+        return (z, z, z, z)
+
+    def xyzz_madd(self, A, Q):
+        """A (XYZZ) + Q (affine, not the identity), madd-2008-s, with the
+        identity A giving Q.  Returns (sum, dbl): dbl marks the lanes where
+        A = Q, whose sum is wrong (the caller substitutes ``xyzz_mdbl(Q)``);
+        A = −Q gives the identity (ZZ = 0) by the formula itself."""
+        F = self.F
+        X1, Y1, ZZ1, ZZZ1 = A
+        x2, y2 = Q
+        U2, S2 = F.muls([(x2, ZZ1), (y2, ZZZ1)])
+        P, R = F.sub(U2, X1), F.sub(S2, Y1)
+        PP, RR = F.sqr(P), F.sqr(R)
+        PPP, Qx = F.muls([(P, PP), (X1, PP)])
+        X3 = F.sub(F.sub(RR, PPP), F.dbl(Qx))
+        t, u, ZZ3, ZZZ3 = F.muls([(R, F.sub(Qx, X3)), (Y1, PPP), (ZZ1, PP), (ZZZ1, PPP)])
+        inf = F.is_zero(ZZ1)
+        one = F.one(F.like(x2))
+        out = tuple(F.select(inf, q, r) for q, r in zip((x2, y2, one, one), (X3, F.sub(t, u), ZZ3, ZZZ3)))
+        return out, ~inf & F.is_zero(P) & F.is_zero(R)
+
+    def xyzz_mdbl(self, Q):
+        """2Q for affine Q (not the identity; G1 and G2 have no point of
+        order 2), mdbl-2008-s-1 in XYZZ: 3M + 3S."""
+        F = self.F
+        x, y = Q
+        U = F.dbl(y)
+        V, XX = F.sqr(U), F.sqr(x)
+        W, S = F.muls([(U, V), (x, V)])
+        M = F.add(F.dbl(XX), XX)
+        X3 = F.sub(F.sqr(M), F.dbl(S))
+        t, u = F.muls([(M, F.sub(S, X3)), (W, y)])
+        return (X3, F.sub(t, u), V, W)
+
+    def xyzz_to_proj(self, A):
+        """XYZZ -> projective (X·ZZZ : Y·ZZ : ZZ·ZZZ); the identity -> (0 : 1 : 0)."""
+        F = self.F
+        X, Y, ZZ, ZZZ = A
+        x, y, z = F.muls([(X, ZZZ), (Y, ZZ), (ZZ, ZZZ)])
+        inf = F.is_zero(ZZ)
+        like = F.like(X)
+        return (F.select(inf, F.zero(like), x), F.select(inf, F.one(like), y), z)
+
     def eq(self, P, Q):
         """Projective equality: X1Z2 = X2Z1 and Y1Z2 = Y2Z1."""
         F = self.F
@@ -223,12 +273,13 @@ class Curve:
 
     def _ew(self, op, ins, outs, name=None):
         """Elementwise kernel of ``op`` (a CurveArith method name or a
-        formula(ar, *xs)); ins/outs: P projective, A affine, F field element,
-        b bool, or an explicit prefix tuple."""
+        formula(ar, *xs)); ins/outs: P projective, A affine, X XYZZ, F field
+        element, b bool, or an explicit prefix tuple."""
         f = op if callable(op) else (lambda ar, *xs: getattr(self.lift(ar), op)(*xs))
         kinds = {"P": (self.proj, jnp.uint32), "A": (self.aff, jnp.uint32),
                  "b": ((), jnp.bool_), "F": (self.fp, jnp.uint32),
-                 "T": ((6,) + self.fp, jnp.uint32), "D": ((4,) + self.fp, jnp.uint32)}
+                 "T": ((6,) + self.fp, jnp.uint32), "D": ((4,) + self.fp, jnp.uint32),
+                 "X": ((4,) + self.fp, jnp.uint32)}
         in_pre = [kinds[k][0] if isinstance(k, str) else k for k in ins]
         return elementwise(f, in_pre, [kinds[o] for o in outs], self._field.base_arith, self.config,
                            name=f"{self.name}_{name or op}")

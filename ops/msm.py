@@ -111,7 +111,11 @@ class MSMConfig:
     their operands by index and store finished sums themselves
     (``ops.segsum``; no XLA gathers, transposes or scatters around them);
     on in ``GPU_CONFIG``: 11% faster at 2^20 on the H200, 13 s more compile
-    (bench/NOTES.md hypothesis 20)."""
+    (bench/NOTES.md hypothesis 20); xyzz: the fused accumulation's first
+    level (affine bases) keeps its accumulators in XYZZ coordinates (8M + 2S
+    per entry instead of RCB's complete 11M; a block-wide branch doubles
+    where a bucket meets its own base again), curves with split formulas
+    excepted (bench/NOTES.md hypothesis 55; off until measured)."""
     window: int | None = None
     lanes: int = 1 << 19
     small_lanes: int = 1 << 14
@@ -121,6 +125,7 @@ class MSMConfig:
     split_threshold: float | None = 0.5
     fused: bool = True
     fused_split: bool = False
+    xyzz: bool = False
 
     def __post_init__(self):
         # a level of K steps leaves at most 2·⌈n/K⌉ − 1 partial sums of n (the last busy lane
@@ -389,7 +394,7 @@ def bucket_sums(curve: Curve, bases_pm, keys, payload, nb: int, cfg: MSMConfig):
 
     def fused():
         b, pk, pv = segsum.level(curve, keys, n_valid, bases_pm, payload, L, 1,
-                                 segsum.identity_pm(curve, nb))
+                                 segsum.identity_pm(curve, nb), xyzz=cfg.xyzz and not curve.split)
         b = segsum.reduce_parts(curve, pk, pv, b, cfg.small_lanes, cfg.min_steps)
         return b.T.reshape(curve.proj + (nb,))
 

@@ -74,10 +74,10 @@ class _Walk:
     (rows nb + 2L + lane: where a lane's masked-off stores point, so that no
     two lanes ever name one row, masked or not)."""
 
-    def __init__(self, curve: Curve, affine: bool, bn: int):
-        self.curve, self.affine, self.bn = curve, affine, bn
+    def __init__(self, curve: Curve, affine: bool, bn: int, xyzz: bool = False):
+        self.curve, self.affine, self.bn, self.xyzz = curve, affine, bn, xyzz
         self.src_pre = _point_rows(curve, affine)
-        self.acc_pre = curve.proj
+        self.acc_pre = (4,) + curve.fp if xyzz else curve.proj
         self.n_src, self.n_acc = math.prod(self.src_pre), math.prod(self.acc_pre)
         self.base = kernel_arith(curve._field.base_arith, curve.config)
 
@@ -110,7 +110,7 @@ class _Walk:
                    for r in range(self.n_src)], self.src_pre)
         restart = (j == 0) | (kcur != kprev)
         acc_n = _nest(list(acc), self.acc_pre)
-        ident = C.identity(F.like(acc_n[0]))
+        ident = (C.xyzz_identity if self.xyzz else C.identity)(F.like(acc_n[0]))
         a = tuple(F.select(restart, i, x) for i, x in zip(ident, acc_n))
         if self.affine:
             Q = (Q[0], F.select(neg, F.neg(Q[1]), Q[1])) + tuple(Q[2:])
@@ -136,23 +136,44 @@ class _Walk:
             plgpu.store(tgt_ref.at[idx, r], out[r], mask=st)
 
     def identity_rows(self):
-        return tuple(self.rows(self.C.identity(jnp.zeros((self.bn,), jnp.uint32)), self.acc_pre))
+        like = jnp.zeros((self.bn,), jnp.uint32)
+        ident = self.C.xyzz_identity(like) if self.xyzz else self.C.identity(like)
+        return tuple(self.rows(ident, self.acc_pre))
+
+    def xyzz_madd(self, a, Q):
+        """The flat rows of a + Q in XYZZ, with the lanes where a = Q given
+        2Q: the doubling is computed only when some lane of the program
+        needs it (a branch on the whole block; ~never for distinct bases,
+        but a bucket may meet one base twice, and proving keys repeat
+        bases)."""
+        out, dbl = self.C.xyzz_madd(a, Q)
+        out = self.rows(out, self.acc_pre)
+
+        def doubled(out):
+            D = self.rows(self.C.xyzz_mdbl(Q), self.acc_pre)
+            return [jnp.where(dbl, d, o) for d, o in zip(D, out)]
+
+        return lax.cond(jnp.max(dbl.astype(jnp.int32)) > 0, doubled, lambda out: out, out)
 
 
-def _kernel(curve: Curve, affine: bool, bn: int):
+def _kernel(curve: Curve, affine: bool, bn: int, xyzz: bool = False):
     """The Pallas kernel of one level, all K steps (refs: ``_Walk``, then the
-    three lane blocks, the target in and the target out, aliased)."""
+    three lane blocks, the target in and the target out, aliased); with
+    ``xyzz`` (affine only) the accumulator and the target rows are XYZZ."""
 
     def kernel(prm_ref, keys_ref, pay_ref, src_ref, first_ref, last_ref, lf_ref, tin_ref, tgt_ref):
         del tin_ref                                       # aliased with tgt_ref
-        w = _Walk(curve, affine, bn).setup(prm_ref, keys_ref, pay_ref, src_ref)
+        w = _Walk(curve, affine, bn, xyzz).setup(prm_ref, keys_ref, pay_ref, src_ref)
         first, last, lf = first_ref[...], last_ref[...], lf_ref[...]
 
         def body(j, carry):
             acc, kprev, kcur = carry
             knext = w.key_at(w.start + j + 1)
             a, Q = w.operands(j, acc, kprev, kcur)
-            out = w.rows(w.C.madd(a, Q) if affine else w.C.add(a, Q), w.acc_pre)
+            if xyzz:
+                out = w.xyzz_madd(a, Q)
+            else:
+                out = w.rows(w.C.madd(a, Q) if affine else w.C.add(a, Q), w.acc_pre)
             w.store(tgt_ref, out, j, kcur, knext, first, last, lf)
             return tuple(out), kcur, knext
 
@@ -275,7 +296,8 @@ def identity_pm(curve: Curve, count: int):
     return curve.identity((count,)).reshape(-1, count).T
 
 
-def level(curve: Curve, keys, n_valid, src_pm, payload, lanes: int, min_steps: int, buckets_pm):
+def level(curve: Curve, keys, n_valid, src_pm, payload, lanes: int, min_steps: int, buckets_pm,
+          xyzz: bool = False):
     """One level of the segmented sum (``ops.msm._accumulate``'s contract,
     point-major).
 
@@ -283,9 +305,17 @@ def level(curve: Curve, keys, n_valid, src_pm, payload, lanes: int, min_steps: i
     (and larger) last; n_valid: traced count of keys < nb; src_pm and
     payload: affine bases ``(N, 2F)`` with payload ``(n,)`` uint32 (point
     index | sign << 31), or projective values ``(n, 3F)`` with payload None
-    (entry e adds row e); buckets_pm ``(nb, 3F)``.
+    (entry e adds row e); buckets_pm ``(nb, 3F)``.  ``xyzz`` (affine, a
+    curve that is not split): the walk accumulates in XYZZ coordinates
+    (``CurveArith.xyzz_madd``: 8M + 2S per entry instead of RCB's 11M) into
+    a fresh XYZZ target, converted to projective afterwards, so the buckets
+    it does not write are the identity whatever ``buckets_pm`` held (callers
+    pass identities: ``ops.msm.bucket_sums``).
     Returns (buckets_pm, part_keys ``(2·lanes,)``, part_vals ``(2·lanes, 3F)``)."""
     affine = payload is not None
+    if xyzz and (not affine or curve.split):
+        raise ValueError(f"segsum.level: XYZZ accumulation is for affine bases of a curve whose "
+                         f"formulas are not split (got affine={affine}, {curve.name})")
     n = keys.shape[0]
     nb = buckets_pm.shape[0]
     L = lanes
@@ -295,7 +325,10 @@ def level(curve: Curve, keys, n_valid, src_pm, payload, lanes: int, min_steps: i
     lb = lanes_of(keys, n_valid, nb, L, min_steps)
     K, first, last = lb.steps, lb.first, lb.last
     lf = lb.head_cont.astype(jnp.int32) | (lb.cont_next.astype(jnp.int32) << 1)
-    target = jnp.concatenate([buckets_pm, identity_pm(curve, 3 * L)], axis=0)
+    if xyzz:                                # XYZZ identities (ZZ = 0)
+        target = jnp.zeros((nb + 3 * L, 4 * math.prod(curve.fp)), jnp.uint32)
+    else:
+        target = jnp.concatenate([buckets_pm, identity_pm(curve, 3 * L)], axis=0)
     params = jnp.stack([K, jnp.int32(n), jnp.int32(nb), jnp.int32(nb + 2 * L), jnp.int32(0)])
     pay = payload if affine else jnp.zeros((1,), jnp.uint32)
 
@@ -307,7 +340,7 @@ def level(curve: Curve, keys, n_valid, src_pm, payload, lanes: int, min_steps: i
         return target[:nb], part_keys(lb, nb), target[nb:nb + 2 * L]
     with x64():
         target = pl.pallas_call(
-            _kernel(curve, affine, bn),
+            _kernel(curve, affine, bn, xyzz),
             out_shape=jax.ShapeDtypeStruct(target.shape, jnp.uint32),
             grid=(L // bn,),
             in_specs=[full, full, full, full, lanes_spec, lanes_spec, lanes_spec, full],
@@ -316,9 +349,18 @@ def level(curve: Curve, keys, n_valid, src_pm, payload, lanes: int, min_steps: i
             compiler_params=plgpu.CompilerParams(num_warps=curve.config.num_warps, num_stages=1),
             interpret=curve.config.interpret,
             debug=curve.config.debug,
-            name=f"{curve.name}_segsum_{'A' if affine else 'P'}",
+            name=f"{curve.name}_segsum_{'X' if xyzz else 'A' if affine else 'P'}",
         )(params, keys, pay, src_pm, first, last, lf, target)
+    if xyzz:
+        target = _xyzz_to_proj_pm(curve, target[:nb + 2 * L])
     return target[:nb], part_keys(lb, nb), target[nb:nb + 2 * L]
+
+
+def _xyzz_to_proj_pm(curve: Curve, rows_pm):
+    """XYZZ rows ``(k, 4F)`` -> projective rows ``(k, 3F)`` (one elementwise kernel)."""
+    k = rows_pm.shape[0]
+    P = curve._ew("xyzz_to_proj", "X", "P")(rows_pm.T.reshape((4,) + curve.fp + (k,)))
+    return P.reshape(-1, k).T
 
 
 def reduce_parts(curve: Curve, keys, vals_pm, buckets_pm, lanes: int, min_steps: int):

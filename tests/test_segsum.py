@@ -63,8 +63,13 @@ def _from_pm(pm, count):
     return pm.T.reshape(G1.proj + (count,))
 
 
-@pytest.mark.parametrize("lanes,min_steps", [(8, 1), (4, 4)])
-def test_affine_level_equals_xla_loop(points, lanes, min_steps):
+@pytest.mark.parametrize("lanes,min_steps,xyzz", [(8, 1, False), (4, 4, False), (8, 1, True),
+                                                  (4, 4, True)])
+def test_affine_level_equals_xla_loop(points, lanes, min_steps, xyzz):
+    """The fused level against the XLA loop; ``xyzz``: accumulated in XYZZ
+    coordinates, whose incomplete addition meets the cases it must route:
+    12 points over 44 entries repeat a point inside a bucket (A = Q: the
+    doubling branch) and with both signs (A = −Q: the identity)."""
     rng = np.random.default_rng(lanes)
     n, nb = 44, 9
     keys = _keys(rng, n, nb)
@@ -74,7 +79,7 @@ def test_affine_level_equals_xla_loop(points, lanes, min_steps):
     n_valid = jnp.sum(keys < nb).astype(jnp.int32)
     b0, k0, v0 = _xla_level(G1, keys, n_valid, pm, payload, lanes, min_steps, nb)
     b1, k1, v1 = segsum.level(G1I, keys, n_valid, pm, payload, lanes, min_steps,
-                              segsum.identity_pm(G1, nb))
+                              segsum.identity_pm(G1, nb), xyzz=xyzz)
     assert _aff(_from_pm(b1, nb)) == _aff(b0)
     np.testing.assert_array_equal(np.asarray(k1), np.asarray(k0))
     valid = np.asarray(k0) < nb
@@ -102,14 +107,20 @@ def test_min_steps_below_three_is_refused():
 
 
 @pytest.mark.slow   # ~100 s ("same") and ~140 s ("bits"); CI time (session 21: see bench/NOTES.md)
-@pytest.mark.parametrize("kind", ["same", "bits"])
+@pytest.mark.parametrize("kind", ["same", "bits", "xyzz-repeated"])
 def test_msm_through_fused_kernels_matches_py_ecc(kind):
+    """"xyzz-repeated": XYZZ buckets over bases that repeat (a proving
+    key's can: variables with equal QAP columns) with equal scalars, so
+    buckets meet their own base again."""
     rng = random.Random(11)
     ks = [rng.randrange(1, R) for _ in range(8)]
     ks[3] = 0                                   # the identity as a base
+    if kind == "xyzz-repeated":
+        ks[1], ks[6] = ks[0], ks[5]             # consecutive entries of one bucket: A = Q
     bases = G1.from_affine_ints([_g1(k) for k in ks])
-    sc = [0xDEADBEEF] * 8 if kind == "same" else [rng.randrange(2) for _ in range(8)]
-    cfg = M.MSMConfig(window=4, lanes=8, small_lanes=4, min_steps=4, split_threshold=None)
+    sc = [0xDEADBEEF] * 8 if kind != "bits" else [rng.randrange(2) for _ in range(8)]
+    cfg = M.MSMConfig(window=4, lanes=8, small_lanes=4, min_steps=4, split_threshold=None,
+                      xyzz=kind.startswith("xyzz"))
     assert _run(bases, sc, curve=G1I, cfg=cfg) == _expected(ks, sc)
 
 

@@ -672,14 +672,13 @@ def _ell_fused_kernel(kp: int, kg: int, n: int, B: int, rows: int, bn: int, conf
             terms = tuple(gather(wt_ref, plgpu.load(cols_ref.at[r, k]), b) for k in range(kp))
             args += [[plgpu.load(neg_ref.at[r])], terms]
         if kg:
-            gen = tuple(gather(wt_ref, plgpu.load(gcols_ref.at[r, j]), b) for j in range(kg))
-            coef = []
+            gen, coef = [], []
             for j in range(kg):
-                ok = plgpu.load(gcols_ref.at[r, j]) < n           # padding: any id, zero term
-                ids = jnp.where(ok, plgpu.load(gcoef_ref.at[r, j]), 0)
+                c = plgpu.load(gcols_ref.at[r, j])
+                gen.append(gather(wt_ref, c, b))
+                ids = jnp.where(c < n, plgpu.load(gcoef_ref.at[r, j]), 0)   # padding: any id
                 coef.append([plgpu.load(table_ref.at[ids, limb]) for limb in range(Fr.L)])
-            coef = tuple(coef)
-            args += [gen, coef]
+            args += [tuple(gen), tuple(coef)]
         out = formula(ar, *args)
         for limb in range(Fr.L):
             plgpu.store(out_ref.at[limb, b, r], out[limb].astype(jnp.uint32))
@@ -693,8 +692,8 @@ def _spmv_ell_fused(arrays, rows: int, coeffs, wt, config):
     the element-major witness (one 32-byte element per term; padding slots,
     column n, are masked loads that touch no memory), applies the row formula
     in registers and stores its rows of the limb-major output.  No gathered
-    terms, limb-major copies or row-chunk scan in memory.  Rows fewer than
-    one block: ``None`` (the caller takes the gather form)."""
+    terms, limb-major copies or row-chunk scan in memory.  rows ≥ ``config.bn``
+    (the last block overlaps its predecessor, storing the same values)."""
     cols, neg, gen_cols, gen_coeff = arrays
     kp, kg = cols.shape[1], gen_cols.shape[1]
     n, B = wt.shape[0], wt.shape[1]

@@ -140,13 +140,16 @@ class _Walk:
         ident = self.C.xyzz_identity(like) if self.xyzz else self.C.identity(like)
         return tuple(self.rows(ident, self.acc_pre))
 
-    def xyzz_madd(self, a, Q):
+    def xyzz_madd(self, a, Q, valid):
         """The flat rows of a + Q in XYZZ, with the lanes where a = Q given
         2Q: the doubling is computed only when some lane of the program
         needs it (a branch on the whole block; ~never for distinct bases,
         but a bucket may meet one base twice, and proving keys repeat
-        bases)."""
+        bases).  ``valid``: the lanes whose entry is not a sentinel (the
+        others load Q = (0, 0), add garbage that is never stored, and must
+        not ask for the doubling)."""
         out, dbl = self.C.xyzz_madd(a, Q)
+        dbl = dbl & valid
         out = self.rows(out, self.acc_pre)
 
         def doubled(out):
@@ -171,7 +174,7 @@ def _kernel(curve: Curve, affine: bool, bn: int, xyzz: bool = False):
             knext = w.key_at(w.start + j + 1)
             a, Q = w.operands(j, acc, kprev, kcur)
             if xyzz:
-                out = w.xyzz_madd(a, Q)
+                out = w.xyzz_madd(a, Q, kcur < w.nb)
             else:
                 out = w.rows(w.C.madd(a, Q) if affine else w.C.add(a, Q), w.acc_pre)
             w.store(tgt_ref, out, j, kcur, knext, first, last, lf)

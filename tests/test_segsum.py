@@ -153,3 +153,29 @@ def test_split_curve_steps_equal_xla_loop():
     got = segsum.reduce_parts(G2I, k0, v0.reshape(-1, 2 * lanes).T, b0.reshape(-1, nb).T,
                               cfg.small_lanes, cfg.min_steps)
     assert aff(got.T.reshape(G2.proj + (nb,))) == aff(want)
+
+
+def test_xyzz_level_lowers_for_cuda_with_a_real_branch():
+    """The XYZZ walk lowers to Triton on a CPU-only host, its doubling as a
+    branch (``scf.if``: computed only when a lane of the block needs it),
+    beside the conversion kernel to projective."""
+    import contextlib
+    import io
+
+    import jax
+    G1D = dataclasses.replace(G1, config=KernelConfig(debug=True))
+    n = 1 << 12
+    i32 = lambda *s: jax.ShapeDtypeStruct(s, jnp.int32)
+    u32 = lambda *s: jax.ShapeDtypeStruct(s, jnp.uint32)
+
+    def f(keys, nv, src, pay, buckets):
+        return segsum.level(G1D, keys, nv, src, pay, 1 << 8, 1, buckets, xyzz=True)
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf):
+        jax.jit(f).trace(i32(n), i32(), u32(n, 24), u32(n), u32(1 << 8, 36)).lower(
+            lowering_platforms=("cuda",))
+    modules = buf.getvalue().split("The Triton module")[1:]
+    assert len(modules) == 2 and modules[0].count("scf.if") == 1
+    with pytest.raises(ValueError, match="XYZZ accumulation is for affine bases"):
+        segsum.level(G1D, jnp.zeros(4, jnp.int32), 0, jnp.zeros((4, 36), jnp.uint32), None, 4, 3,
+                     segsum.identity_pm(G1, 2), xyzz=True)

@@ -39,7 +39,7 @@ def debug_config(config: KernelConfig) -> KernelConfig:
 
 def kernels(config: KernelConfig = KernelConfig()):
     """name -> (function, argument shapes) for every kernel family we ship."""
-    from ops import curve, field, segsum, tower
+    from ops import curve, field, ntt, segsum, spmv, tower
     cfg = debug_config(config)
     Fq = dataclasses.replace(field.Fq, config=cfg)
     Fr = dataclasses.replace(field.Fr, config=cfg)
@@ -51,12 +51,23 @@ def kernels(config: KernelConfig = KernelConfig()):
     i32 = lambda *shape: jax.ShapeDtypeStruct(shape, jnp.int32)
     u32 = lambda *shape: jax.ShapeDtypeStruct(shape, jnp.uint32)
 
-    def segsum_level(curve, affine):  # one accumulation level, 2^14 lanes
+    def segsum_level(curve, affine, xyzz=False):  # one accumulation level, 2^14 lanes
         rows = math.prod(curve.aff if affine else curve.proj)
 
         def f(keys, nv, src, pay, buckets):
-            return segsum.level(curve, keys, nv, src, pay if affine else None, 1 << 14, 4, buckets)
+            return segsum.level(curve, keys, nv, src, pay if affine else None, 1 << 14, 4, buckets,
+                                xyzz=xyzz)
         return f, (i32(n), i32(), u32(n, rows), u32(n), u32(1 << 16, math.prod(curve.proj)))
+
+    def ntt_pass(loaded):            # the passes of a 2^20 transform (the first one h = 1)
+        def f(x, tw):
+            return ntt._inplace(x, tw, 20, False, cfg, False, loaded)
+        return f, (u32(8, 1, n), u32(8, n // 2))
+
+    def spmv_fused(kp, kg):          # the fixed-width rows of 2^20 rows over 2^20 variables
+        def f(c, neg, gc, gi, table, wt):
+            return spmv._spmv_ell_fused((c, neg, gc, gi), n, table, wt, cfg)
+        return f, (i32(n, kp), u32(n), i32(n, kg), i32(n, kg), u32(8, 4), u32(n, 1, 8))
 
     return {
         "Fr.mul": (Fr.mul, (s(8), s(8))),
@@ -74,6 +85,10 @@ def kernels(config: KernelConfig = KernelConfig()):
         "G1.segsum_P": segsum_level(G1, False),
         "G2.segsum_A": segsum_level(G2, True),       # split: products, tail kernels per step
         "G2.segsum_P": segsum_level(G2, False),
+        "G1.segsum_X": segsum_level(G1, True, xyzz=True),    # XYZZ walk, then to projective
+        "Fr.ntt_passes": ntt_pass(False),
+        "Fr.ntt_passes_loaded": ntt_pass(True),
+        "Fr.spmv_fused_5_1": spmv_fused(5, 1),
     }
 
 

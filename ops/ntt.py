@@ -267,11 +267,14 @@ def _kernel_name(kind: str, g: int, inverse: bool, dif: bool) -> str:
 
 
 @functools.lru_cache(maxsize=None)
-def _radix_kernel(r: int, inverse: bool, dif: bool = False):
-    """``_radix_formula`` as an elementwise kernel over 2^r + 1 arrays."""
+def _radix_kernel(r: int, inverse: bool, dif: bool = False, twiddles: str = "derived"):
+    """``_radix_formula`` as an elementwise kernel over 2^r + 1 arrays
+    (with ``twiddles`` "first" the last one, W, is not read)."""
     n = 1 << r
-    return elementwise(_radix_formula(r, inverse, dif), [(8,)] * (n + 1), [((8,), jnp.uint32)] * n,
-                       Fr.arith, Fr.config, name=_kernel_name("radix", n, inverse, dif))
+    return elementwise(_radix_formula(r, inverse, dif, twiddles), [(8,)] * (n + 1),
+                       [((8,), jnp.uint32)] * n, Fr.arith, Fr.config,
+                       name=_kernel_name("radix" if twiddles == "derived" else f"radix_{twiddles}",
+                                         n, inverse, dif))
 
 
 def _pass_blocks(m: int, h: int, lanes: int) -> tuple[int, int]:
@@ -430,10 +433,13 @@ def _parts(x, tw, log_n: int, inverse: bool, dif: bool = False):
         g = 1 << r
         xb = x.reshape(lead + (n // (g * h), g, h))
         parts = [xb[..., q, :].reshape(lead + (n // g,)) for q in range(g)]
-        w = _twiddles(tw, n, g, h)
-        w = jnp.broadcast_to(w.reshape((8,) + (1,) * (len(lead) - 1) + (1, h)),
-                             (8,) + lead[1:] + (n // (g * h), h)).reshape(lead + (n // g,))
-        outs = _radix_kernel(r, inverse, dif)(*parts, w)
+        if h == 1:                  # twiddles constant (``_radix_formula``'s "first"): W unread
+            outs = _radix_kernel(r, inverse, dif, "first")(*parts, tw[:, :1])
+        else:
+            w = _twiddles(tw, n, g, h)
+            w = jnp.broadcast_to(w.reshape((8,) + (1,) * (len(lead) - 1) + (1, h)),
+                                 (8,) + lead[1:] + (n // (g * h), h)).reshape(lead + (n // g,))
+            outs = _radix_kernel(r, inverse, dif)(*parts, w)
         x = jnp.stack([o.reshape(lead + (n // (g * h), h)) for o in outs], axis=-2).reshape(lead + (n,))
     return x
 

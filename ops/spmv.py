@@ -54,7 +54,11 @@ elementwise kernel (``ops.elementwise``: a Pallas kernel on CUDA) per row
 adds or subtracts the ±1 terms and multiplies-then-adds the general terms,
 modular (Fr add, sub, mul of the formula layer) — no scatter.  The last row
 chunk starts at ``rows − C`` (overlapping its predecessor with identical
-values), so the output needs no padding.
+values), so the output needs no padding.  That is the "gather" form; the
+"fused" form (``spmv(form=...)``, ``$JAXPROVE_SPMV``; opt-in until measured
+on the GPU) is one Pallas kernel over all rows that loads each slot's
+element by index itself and applies the same row formula in registers, so
+no gathered terms exist in memory (``_spmv_ell_fused``).
 
 Evaluation of the chunks (one ``lax.scan`` step per chunk): gather the
 source (the piece sums, element-major; or the witness) at the ±1 columns

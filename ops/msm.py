@@ -26,7 +26,9 @@ the device with no host round trip:
    The kernels' shapes are lane counts (L, or a smaller power of two for
    small MSMs: ``level0_lanes``; S for the later levels), not N, and N itself
    is rounded up to a power of two (the padding is zero scalars, skipped), so
-   few distinct programs are compiled.
+   few distinct programs are compiled.  On CUDA each level is one kernel
+   (``ops.segsum``); ``MSMConfig.xyzz`` keeps the first level's G1
+   accumulators in XYZZ coordinates (opt-in until measured).
 4. **bucket reduction**: per window Σ_b b·B_b by running sums in ng groups of
    g buckets (R += B_t, S += R from the top), then (GPU) the window/group
    terms S_grp and R_grp are weighted by 2^(c·w) and 2^(c·w)·grp·g with a

@@ -110,7 +110,7 @@ class _Walk:
                    for r in range(self.n_src)], self.src_pre)
         restart = (j == 0) | (kcur != kprev)
         acc_n = _nest(list(acc), self.acc_pre)
-        ident = (C.xyzz_identity if self.xyzz else C.identity)(F.like(acc_n[0]))
+        ident = self.identity(F.like(acc_n[0]))
         a = tuple(F.select(restart, i, x) for i, x in zip(ident, acc_n))
         if self.affine:
             Q = (Q[0], F.select(neg, F.neg(Q[1]), Q[1])) + tuple(Q[2:])
@@ -135,10 +135,12 @@ class _Walk:
         for r in range(self.n_acc):
             plgpu.store(tgt_ref.at[idx, r], out[r], mask=st)
 
+    def identity(self, like):
+        """The accumulator's identity: XYZZ or projective."""
+        return (self.C.xyzz_identity if self.xyzz else self.C.identity)(like)
+
     def identity_rows(self):
-        like = jnp.zeros((self.bn,), jnp.uint32)
-        ident = self.C.xyzz_identity(like) if self.xyzz else self.C.identity(like)
-        return tuple(self.rows(ident, self.acc_pre))
+        return tuple(self.rows(self.identity(jnp.zeros((self.bn,), jnp.uint32)), self.acc_pre))
 
     def xyzz_madd(self, a, Q, valid):
         """The flat rows of a + Q in XYZZ, with the lanes where a = Q given

@@ -96,7 +96,7 @@ class _Walk:
 
     def operands(self, j, acc, kprev, kcur):
         """(restart ? O : acc, ±Q) for step j: acc flat rows, Q loaded by index."""
-        C, F = self.C, self.C.F
+        F = self.C.F
         e = self.start + j
         ok = kcur < self.nb
         ec = jnp.clip(e, 0, self.n - 1)

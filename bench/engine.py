@@ -82,7 +82,8 @@ machine (``bench.filecoin.limits``): a case that cannot fit is refused with
 
 Every record: case, phase (setup, latency, done: records are written as soon
 as they exist), rows, partitions, devices, budget_bytes, setup_s,
-latency_s, throughput_proofs_per_s, stages_median_s, peak_bytes (per
+latency_s, throughput_proofs_per_s, stages_median_s, batches_per_worker (batches each
+device's worker proved, warm-up and latency jobs included), peak_bytes (per
 device: the process's peak so far, ``memory_stats``; None on the CPU),
 peak_bytes_sampled (per device: the most bytes in use seen by a 10 ms poll
 while jobs ran), resident_bytes (the engine's residency per worker), the
@@ -712,7 +713,8 @@ def run_porep_shaped(rows: int = DEFAULT_ROWS, partitions: int = DEFAULT_PARTITI
             public_match=_check_public([r for v in jobs.values() for r in v], inputs_of),
             peak_bytes=process_peaks(devs), peak_bytes_sampled=sampler.peaks,
             resident_bytes=status["resident_bytes"], evictions=status["evictions"],
-            batches=status["counters"].get("batches"))
+            batches=status["counters"].get("batches"),
+            batches_per_worker=[d["proved_batches"] for d in status["devices"]])
         say(f"throughput {tput:.4g} proofs/s ({1 / tput:.2f} s/proof); latency "
             f"{rec['latency_s']:.2f} s; public inputs match: {rec['public_match']}")
     return _finish(rec, out, "porep_shaped", jobs, inputs_of)

@@ -60,22 +60,19 @@ def stage(case: str, log_n: int = 20, kind: str = "porep", size: str = "2KiB",
           challenges: int | None = None, circuit_dir: str | None = None,
           passes: str | None = None, form: str | None = None):
     """(function, arguments, size label) of a case (module docstring)."""
+    from jaxprove import groth16 as G
+    from ops import ntt as N
     key = jax.random.PRNGKey(7)
     if case == "ntt":
-        from ops import ntt as N
         dom = N.domain(log_n, cosets=False)
         f = jax.jit(functools.partial(N.ntt, passes=passes or N.PASSES))
         return f, (_vector(key, 1 << log_n), dom), f"2^{log_n}"
     if case == "to_coset":
-        from jaxprove import groth16 as G
-        from ops import ntt as N
         dom = N.domain(log_n)
         x = _vector(key, 1 << log_n)
         # _to_coset donates its input: each call gets a fresh copy
         return (lambda x, dom: G._to_coset(jnp.copy(x), dom)), (x, dom), f"2^{log_n}"
     if case == "h":
-        from jaxprove import groth16 as G
-        from ops import ntt as N
         dom = N.domain(log_n)
         abc = [_vector(jax.random.fold_in(key, i), 1 << log_n) for i in range(3)]
         return (lambda a, b, c, dom: G._h_coefficients(jnp.copy(a), jnp.copy(b), jnp.copy(c),

@@ -960,7 +960,8 @@ class Engine:
                         for i, r in enumerate(self._residency) for e in r.entries(now)]
             return {
                 "devices": [{"worker": i, "device": str(d), "platform": d.platform,
-                             "kind": getattr(d, "device_kind", ""), "busy": self._busy[i] > 0}
+                             "kind": getattr(d, "device_kind", ""), "busy": self._busy[i] > 0,
+                             "proved_batches": self._counters[("proved_batches", i)]}
                             for i, d in enumerate(self.devices)],
                 "resident": resident,
                 "kinds": [{"kind": sp.kind, "sector_size": sp.sector_size,
@@ -972,7 +973,7 @@ class Engine:
                 "pending_items": len(self._sched),
                 "in_flight_batches": self._in_flight,
                 "jobs": {s: jobs.get(s, 0) for s in ("queued", "running") + FINAL},
-                "counters": {"_".join(k) if isinstance(k, tuple) else k: v
+                "counters": {"_".join(map(str, k)) if isinstance(k, tuple) else k: v
                              for k, v in self._counters.items()},
                 "evictions": sum(r.evictions for r in self._residency),
                 "accepting": self._accepting,
@@ -1003,6 +1004,8 @@ class Engine:
         metric("batches_total", "counter", "Batches proved.", [("", {}, c.get("batches", 0))])
         metric("batch_items_total", "counter", "Work items proved in batches.",
                [("", {}, c.get("batch_items", 0))])
+        metric("worker_batches_total", "counter", "Batches each device worker proved.",
+               [("", {"worker": str(d["worker"])}, d["proved_batches"]) for d in st["devices"]])
         metric("queue_depth", "gauge", "Pending work items per priority.",
                [("", {"priority": p}, n) for p, n in st["queues"]["by_priority"].items()])
         metric("jobs", "gauge", "Jobs known to the engine, per status.",
@@ -1270,6 +1273,8 @@ class Engine:
                                                       on_stage=on_stage)
             times.update({k: v for k, v in ptimes.items() if k != "total"})
             times["prove"] = ptimes.get("total", sum(ptimes.values()))
+            with self._lock:
+                self._counters[("proved_batches", i)] += 1
         finally:
             self._unpin(i, key)
         # the finishing thread keeps the verifying key only: an evicted proving key is freed

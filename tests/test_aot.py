@@ -2,7 +2,6 @@
 reloaded by another process without running (tracing) the function body."""
 from __future__ import annotations
 
-import functools
 import os
 import subprocess
 import sys

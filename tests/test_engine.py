@@ -328,7 +328,11 @@ def test_engine_two_workers_and_metrics():
     eng.start()
     assert all(_done(eng, j).status == "done" for j in jobs)
     assert len(prover.threads) == 2                # both device workers proved batches
+    per_worker = [d["proved_batches"] for d in eng.status()["devices"]]
+    assert sum(per_worker) == len(prover.batches) and min(per_worker) > 0
     text = eng.metrics()
+    for i, n in enumerate(per_worker):
+        assert f'jaxprove_worker_batches_total{{worker="{i}"}} {n}' in text
     assert 'jaxprove_jobs_finished_total{kind="porep",status="done"} 8' in text
     assert "jaxprove_workers 2" in text
     assert 'jaxprove_stage_seconds_count{stage="total"} 8' in text

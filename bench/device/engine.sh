@@ -12,10 +12,13 @@
 #    16 GiB in the 16 GB mode (matrices in host memory, a, b, c, h out of core within
 #    ${OOC_GIB:-9} GiB), the step that fits at the full ROWS=130278541;
 # 4. mixed: PoRep-shaped jobs in flight while the real 32GiB WinningPoSt arrives every 5 s
-#    (its latency under load).  Every step runs under JAX_LOG_COMPILES=1 and
-#    JAX_EXPLAIN_CACHE_MISSES=1 (hypotheses 26, 30:
-#    bench.compile_log sums a log).
-# $STEPS picks and orders them (default "shaped budget mixed"); every record goes to
+#    (its latency under load);
+# 5. `two` (on a machine of two GPUs, kind nvidia-h200-x2): step 2 with one worker per GPU,
+#    6 proofs; its throughput over step 2's is the scaling ratio (goal >= 1.8).  Checked on
+#    the CPU with two virtual devices (tests/test_bench_engine.py, slow).
+# Every step runs under JAX_LOG_COMPILES=1 and JAX_EXPLAIN_CACHE_MISSES=1 (hypotheses 26,
+# 30: bench.compile_log sums a log).
+# $STEPS picks and orders them (default "shaped budget mixed"; on two GPUs "shaped two"); every record goes to
 # $R/engine.jsonl, each step's log to $R/<step>.log; `done` marks the end.
 set -u
 R=${RUN_DIR:-/tmp/run}
@@ -33,6 +36,7 @@ E="env JAX_LOG_COMPILES=1 JAX_EXPLAIN_CACHE_MISSES=1 python3 -m bench.engine --r
 for step in ${STEPS:-shaped budget mixed}; do
     case $step in
     shaped) cmd="$E --case porep_shaped --proofs 5" ;;
+    two)    cmd="$E --case porep_shaped --proofs 6 --devices 2" ;;
     budget) cmd="$E --case porep_shaped --proofs 5 --budget-gb 16" ;;
     ooc)    cmd="env XLA_FLAGS=--xla_gpu_autotune_level=0 $E --case porep_shaped --proofs 5 \
 --budget-gb 16 --out-of-core-gb ${OOC_GIB:-9}" ;;   # no autotuning transients: as fc32.sh

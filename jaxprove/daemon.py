@@ -329,6 +329,8 @@ class Service:
             raise RequestError("INVALID_ARGUMENT", str(e)) from None
         except LookupError as e:                       # no proving key in the store
             raise RequestError("FAILED_PRECONDITION", str(e)) from None
+        except MemoryError as e:                       # the device cannot hold the circuit
+            raise RequestError("RESOURCE_EXHAUSTED", str(e)) from None
 
     def EvictKeys(self, req: dict) -> dict:
         return {"evicted": [list(x) for x in self.engine.evict(req.get("topology"))]}

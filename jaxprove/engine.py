@@ -490,7 +490,9 @@ class Groth16Prover:
     (``groth16.prove(out_of_core_budget=)``): a 2^27 circuit's a, b, c and
     its NTT buffers (~24 GiB on the device in core) never live on a 16 GB
     card.  The MSMs run within the engine's ``msm_budget_bytes``, else
-    within the same budget."""
+    within the same budget.  ``load`` refuses (MemoryError) a circuit whose
+    mode's floor (``groth16.device_bytes_floor``) exceeds the device's pool,
+    before anything is placed, naming the mode that would fit."""
 
     def __init__(self, keys_dir: str | None = None, pce_dir: str | None = None,
                  setup_on_first_use: bool = False, setup_seed: int | None = None,
@@ -589,12 +591,17 @@ class Groth16Prover:
         import jax
 
         from jaxprove import groth16 as G
-        from jaxprove import pce
+        from jaxprove import memory, pce
         from ops import ntt as N
         # out of core the matrices stay in host memory (row blocks go to the device per proof)
         # and h needs no resident domain
         ooc = self.out_of_core_budget is not None
         m = self._host_matrices(spec)
+        # refused before anything is placed where the device cannot hold even the mode's floor
+        # (e.g. a 32GiB partition's ~73 GiB key on a 16 GB card), naming the mode that fits
+        mode = "out-of-core" if ooc else "streaming" if self.keys_in_host_memory else "resident"
+        G.check_fits_device(spec.topology, m.num_vars, m.num_aux, m.rows, m.nbytes, mode,
+                            memory.device_capacity(device))
         m = m if ooc else jax.device_put(m, device)
         with jax.default_device(device):
             dom = None if ooc else N.domain(G.domain_log(m.rows))

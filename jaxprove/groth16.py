@@ -110,6 +110,62 @@ def out_of_core_host_bytes(rows: int, batch: int = 1) -> int:
     return 4 * 32 * batch << domain_log(rows)
 
 
+MODES = ("resident", "streaming", "out-of-core")
+
+
+def device_bytes_floor(num_vars: int, num_aux: int, rows: int, matrices_bytes: int,
+                       mode: str) -> int:
+    """A LOWER bound on the device bytes a proof of one instance needs in
+    ``mode`` (``MODES``), n = num_vars, m = 2^domain_log(rows):
+
+    * "resident" (the proving key on the device): the key's affine points,
+      96·(2n + num_aux + m − 1) bytes of G1 (A, B1, L, H) and 192·n of G2
+      (B2), plus what "streaming" needs;
+    * "streaming" (key in host memory, MSMs in chunks): the PCE matrices,
+      the domain's twiddles (32·m), the witness (32·n) and a, b, c (3·32·m),
+      which live together after the SpMV;
+    * "out-of-core" (the 16 GB mode): the witness and its copy w ‖ r beside
+      the MSMs (2·32·n).
+
+    Every real proof needs more (an MSM's working set, an NTT's output, the
+    compiler's scratch), so a device below this bound cannot run the mode at
+    all; it does not say that one above it can."""
+    if mode not in MODES:
+        raise ValueError(f"device_bytes_floor: mode must be one of {MODES}, got {mode!r}")
+    m = 1 << domain_log(rows)
+    if mode == "out-of-core":
+        return 2 * 32 * num_vars
+    need = matrices_bytes + 32 * m + 32 * num_vars + 3 * 32 * m
+    if mode == "resident":
+        need += 96 * (2 * num_vars + num_aux + m - 1) + 192 * num_vars
+    return need
+
+
+def check_fits_device(name: str, num_vars: int, num_aux: int, rows: int, matrices_bytes: int,
+                      mode: str, capacity: int | None) -> None:
+    """MemoryError, naming the shortfall and the settings that would fit,
+    when ``device_bytes_floor`` of ``mode`` exceeds the device's
+    ``capacity`` (bytes; None: not known, nothing checked)."""
+    if capacity is None:
+        return
+    floor = functools.partial(device_bytes_floor, num_vars, num_aux, rows, matrices_bytes)
+    need = floor(mode)
+    if need <= capacity:
+        return
+    fits = [m for m in MODES[MODES.index(mode) + 1:] if floor(m) <= capacity]
+    how = {"streaming": "keep the proving key in host memory (streaming mode: "
+                        "msm_budget_bytes / --msm_budget_bytes)",
+           "out-of-core": "use the 16 GB mode (out_of_core_bytes / --out_of_core_bytes, "
+                          "which keeps the key and the matrices in host memory)"}
+    advice = (f"; to prove it on this device, {how[fits[0]]}" if fits else
+              "; no mode of jaxprove fits it on this device")
+    raise MemoryError(
+        f"circuit {name} ({rows} rows, {num_vars} variables) needs at least "
+        f"{memory.gib(need)} of device memory in {mode} mode (the proving key, the PCE "
+        f"matrices and the vectors of its 2^{domain_log(rows)} domain), more than the "
+        f"device's {memory.gib(capacity)}{advice} (README, 'Keys, the daemon and batches')")
+
+
 # ------------------------------------------------------------------ setup
 def lagrange_at(tau: int, log_m: int, rows: int) -> jnp.ndarray:
     """ℓ_i(τ) = (τ^m − 1)/m · ω^i/(τ − ω^i) for i < rows over the domain of

@@ -81,3 +81,19 @@ def host_fits(nbytes: int, reserve: int = HOST_RESERVE, available: int | None = 
     cannot tell: the allocation is then the caller's default)."""
     have = host_available() if available is None else available
     return have is None or have - nbytes >= reserve
+
+
+def device_capacity(device) -> int | None:
+    """The most bytes JAX's allocator may hold on ``device`` (its
+    ``memory_stats()["bytes_limit"]``: the pool, e.g. 75% of a GPU's memory
+    by default), None where the backend does not say (the CPU)."""
+    try:
+        st = device.memory_stats()
+    except Exception:  # noqa: BLE001 - backends without memory stats
+        return None
+    return int(st["bytes_limit"]) if st and "bytes_limit" in st else None
+
+
+def gib(n: int) -> str:
+    """n bytes as GiB with one decimal, for messages."""
+    return f"{n / 2**30:.1f} GiB"

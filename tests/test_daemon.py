@@ -298,20 +298,23 @@ def test_client_script(tmp_path):
         d.stop()
 
 
-def test_preload_without_key_and_internal_errors(tmp_path):
+def test_preload_without_key_too_large_and_internal_errors(tmp_path):
     class Keyless(ToyProver):
         def load(self, spec, device):
             if spec.topology == "snap-t":
                 raise LookupError("no proving key 'snap-t' in key store")
             if spec.topology == "window-t":
                 raise RuntimeError("device fell over")
+            if spec.topology == "winning-t":
+                raise MemoryError("circuit winning-t needs at least 9.0 GiB of device memory")
             return super().load(spec, device)
 
     d, addr = start(tmp_path, Keyless())
     try:
         with D.Client(addr, timeout_s=60) as c:
             for kind, code, text in (("snap", "FAILED_PRECONDITION", "no proving key"),
-                                     ("window-post", "INTERNAL", "device fell over")):
+                                     ("window-post", "INTERNAL", "device fell over"),
+                                     ("winning-post", "RESOURCE_EXHAUSTED", "9.0 GiB")):
                 with pytest.raises(grpc.RpcError) as err:
                     c.preload(kind, 1)
                 assert err.value.code() == getattr(grpc.StatusCode, code)

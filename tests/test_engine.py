@@ -430,6 +430,45 @@ def test_groth16_prover_keys_and_satisfaction_check(tmp_path):
         E.Groth16Prover(keys_in_host_memory=True, out_of_core_budget=0)
 
 
+def test_groth16_prover_refuses_a_circuit_the_device_cannot_hold(monkeypatch, tmp_path):
+    """A device too small for even the mode's floor (``groth16.device_bytes_floor``)
+    is refused at load, before anything is placed, with the mode that would fit
+    named; a large enough one passes the check.  The floors by hand for the
+    32GiB PoRep partition's counts: a 16 GB card is told to use the 16 GB mode."""
+    from jaxprove import groth16 as G
+    from jaxprove import memory
+
+    n, aux, rows, mat = 130_170_221, 130_169_893, 130_278_541, 8 << 30
+    m = 1 << 27
+    streaming = mat + 32 * m + 32 * n + 96 * m
+    assert G.device_bytes_floor(n, aux, rows, mat, "streaming") == streaming
+    assert G.device_bytes_floor(n, aux, rows, mat, "resident") == \
+        streaming + 96 * (2 * n + aux + m - 1) + 192 * n
+    assert G.device_bytes_floor(n, aux, rows, mat, "out-of-core") == 64 * n
+    with pytest.raises(MemoryError, match=r"resident mode.*use the 16 GB mode"):
+        G.check_fits_device("porep-32GiB", n, aux, rows, mat, "resident", 15 << 30)
+    with pytest.raises(MemoryError, match=r"streaming mode.*use the 16 GB mode"):
+        G.check_fits_device("porep-32GiB", n, aux, rows, mat, "streaming", 15 << 30)
+    with pytest.raises(MemoryError, match=r"resident mode.*in host memory \(streaming"):
+        G.check_fits_device("porep-32GiB", n, aux, rows, mat, "resident", 40 << 30)
+    with pytest.raises(MemoryError, match="no mode of jaxprove fits"):
+        G.check_fits_device("porep-32GiB", n, aux, rows, mat, "out-of-core", 4 << 30)
+    G.check_fits_device("porep-32GiB", n, aux, rows, mat, "resident", 104 << 30)   # an H200 pool
+    G.check_fits_device("porep-32GiB", n, aux, rows, mat, "resident", None)       # unknown: no check
+    with pytest.raises(ValueError, match="mode must be one of"):
+        G.device_bytes_floor(n, aux, rows, mat, "auto")
+
+    spec = E.cubic_spec(2)
+    prover = E.Groth16Prover(keys_dir=str(tmp_path / "none"), setup_on_first_use=True,
+                             setup_seed=1)
+    placed = []
+    monkeypatch.setattr(G, "place_keys", lambda *a, **k: placed.append(1))
+    monkeypatch.setattr(memory, "device_capacity", lambda dev: 1000)
+    with pytest.raises(MemoryError, match=r"circuit cubic-2 .*more than the device's"):
+        prover.load(spec, jax.devices()[0])
+    assert placed == []                      # refused before any key was read or placed
+
+
 def test_groth16_prover_out_of_core_wiring(monkeypatch):
     """What the 16 GB mode changes in the engine's prover, without proving
     (the proof itself: tests/test_out_of_core.py; end to end through the

@@ -29,7 +29,9 @@ inputs per partition (decimal integers); timings in seconds per stage.
 repeated SubmitProof with it returns the same job (safe retries).  Errors
 are gRPC status codes with a message: INVALID_ARGUMENT (bad JSON, unknown
 kind, bad priority or id), NOT_FOUND (unknown job), UNAVAILABLE (shutting
-down), FAILED_PRECONDITION (PreloadKeys without a proving key), INTERNAL.
+down), FAILED_PRECONDITION (PreloadKeys without a proving key),
+RESOURCE_EXHAUSTED (PreloadKeys of a circuit the device cannot hold in the
+configured memory mode: the message names the mode that fits), INTERNAL.
 
 **Journal** (``state_dir``): a job is written to ``jobs/<id>.json`` before
 SubmitProof acknowledges it; a finished job's result is written to
@@ -92,6 +94,34 @@ class DaemonConfig:
     rpc_threads: int = 32
     max_message_bytes: int = 1 << 30          # PoRep C1 inputs are ~50–200 MB
     registry: str = "builtin"                 # "filecoin": also the Filecoin kinds (filecoin_kinds)
+
+    HELP = {
+        "listen": "address to serve gRPC on (host:port; port 0 picks a free one)",
+        "state_dir": "directory of the job journal (jobs and results survive restarts)",
+        "keys_dir": "key store: Groth16 keys by topology (scripts/setup.py writes them)",
+        "pce_dir": "where extracted PCE matrices are stored and reloaded (default: extract "
+                   "in memory at each start)",
+        "setup_on_first_use": "run an insecure setup when a key is missing (tests only)",
+        "setup_seed": "seed of that setup (tests only)",
+        "max_batch_size": "most partitions of one circuit proved together (vmap)",
+        "max_batch_wait_ms": "how long a partial batch of PoRep/SnapDeals work may wait to "
+                             "fill (PoSt work never waits)",
+        "budget_bytes": "device bytes of resident keys, matrices and programs per device; the "
+                        "least recently used are evicted (default: unbounded)",
+        "msm_budget_bytes": "streaming mode: proving keys in host memory, each MSM in chunks "
+                            "within this many device bytes",
+        "out_of_core_bytes": "the 16 GB mode: keys and matrices in host memory, A·w, B·w, C·w "
+                             "and h out of core within this many device bytes",
+        "verify": "verify every proof before returning it",
+        "lookahead": "batches whose witnesses the host builds ahead of the device",
+        "devices": "use the first N local devices, one worker each (default: all)",
+        "drain_on_shutdown": "on SIGTERM finish the queued jobs (else hand them back to the "
+                             "journal for the next start)",
+        "rpc_threads": "gRPC server threads",
+        "max_message_bytes": "largest gRPC message (PoRep C1 inputs are ~50-200 MB)",
+        "registry": "proof kinds: builtin (examples) or filecoin (also WinningPoSt, "
+                    "WindowPoSt, PoRep, SnapDeals at every sector size)",
+    }
 
     def engine_config(self) -> E.EngineConfig:
         return E.EngineConfig(max_batch_size=self.max_batch_size,
@@ -481,9 +511,11 @@ def define_flags():
     """The ``serve`` flags (defined by ``python3 -m jaxprove`` only, so
     importing this module defines none)."""
     from absl import flags
-    flags.DEFINE_string("config", None, "JSON or TOML configuration file")
+    flags.DEFINE_string("config", None, "JSON or TOML configuration file (keys: the flags "
+                        "below); flags given override it")
     for f in dataclasses.fields(DaemonConfig):
-        help_ = f"overrides the config file's {f.name}"
+        help_ = DaemonConfig.HELP[f.name] + ("" if f.default is None else
+                                             f" (config default {f.default!r})")
         if "bool" in f.type:
             flags.DEFINE_bool(f.name, None, help_)
         elif "int" in f.type and "float" not in f.type:

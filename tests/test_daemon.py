@@ -4,6 +4,7 @@ journal (restart loses no job acknowledged as submitted or done), the
 configuration file, and ``python3 -m jaxprove serve`` as a process."""
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import signal
@@ -325,3 +326,15 @@ def test_preload_without_key_too_large_and_internal_errors(tmp_path):
             assert c.prove("porep", 1, {"values": [2]}).proof == toy_proof("porep-t", 2)
     finally:
         d.stop()
+
+
+def test_serve_help_lists_every_setting():
+    """``python3 -m jaxprove serve --help`` shows every configuration key as a
+    flag with what it means (not only under --helpfull)."""
+    out = subprocess.run([sys.executable, "-m", "jaxprove", "serve", "--help"], cwd=ROOT,
+                         capture_output=True, text=True, timeout=120).stdout
+    for f in dataclasses.fields(D.DaemonConfig):
+        assert f"--{f.name}:" in out or f"--[no]{f.name}:" in out, f.name
+        first = D.DaemonConfig.HELP[f.name].split()[:3]
+        assert " ".join(first) in " ".join(out.split()), f.name
+    assert "--config:" in out

@@ -51,12 +51,12 @@ def kernels(config: KernelConfig = KernelConfig()):
     i32 = lambda *shape: jax.ShapeDtypeStruct(shape, jnp.int32)
     u32 = lambda *shape: jax.ShapeDtypeStruct(shape, jnp.uint32)
 
-    def segsum_level(curve, affine, xyzz=False):  # one accumulation level, 2^14 lanes
+    def segsum_level(curve, affine, xyzz=False, prefetch=False):  # one level, 2^14 lanes
         rows = math.prod(curve.aff if affine else curve.proj)
 
         def f(keys, nv, src, pay, buckets):
             return segsum.level(curve, keys, nv, src, pay if affine else None, 1 << 14, 4, buckets,
-                                xyzz=xyzz)
+                                xyzz=xyzz, prefetch=prefetch)
         return f, (i32(n), i32(), u32(n, rows), u32(n), u32(1 << 16, math.prod(curve.proj)))
 
     def ntt_pass(loaded):            # the passes of a 2^20 transform (the first one h = 1)
@@ -86,6 +86,8 @@ def kernels(config: KernelConfig = KernelConfig()):
         "G2.segsum_A": segsum_level(G2, True),       # split: products, tail kernels per step
         "G2.segsum_P": segsum_level(G2, False),
         "G1.segsum_X": segsum_level(G1, True, xyzz=True),    # XYZZ walk, then to projective
+        "G1.segsum_A_prefetch": segsum_level(G1, True, prefetch=True),   # pipelined walk
+        "G1.segsum_X_prefetch": segsum_level(G1, True, xyzz=True, prefetch=True),
         "Fr.ntt_passes": ntt_pass(False),
         "Fr.ntt_passes_loaded": ntt_pass(True),
         "Fr.spmv_fused_5_1": spmv_fused(5, 1),

@@ -170,6 +170,23 @@ def bench_to_coset(log_ns, out, reps):
         del got
 
 
+def config_variants(spec: str) -> list:
+    """MSMConfig variants from ``--g1-configs``: comma-separated, each a
+    '+'-joined set of boolean ``MSMConfig`` fields set True on the default
+    config ("" gives none); ValueError names an unknown or non-boolean field."""
+    fields = {f.name for f in dataclasses.fields(M.MSMConfig)
+              if isinstance(getattr(M.default_config(), f.name), bool)}
+    out = []
+    for variant in (v for v in spec.split(",") if v.strip()):
+        names = [x.strip() for x in variant.split("+")]
+        bad = [x for x in names if x not in fields]
+        if bad:
+            raise ValueError(f"--g1-configs: {bad} are not boolean MSMConfig fields "
+                             f"(choose from {sorted(fields)})")
+        out.append(dataclasses.replace(M.default_config(), **{x: True for x in names}))
+    return out
+
+
 def bench_msm(curve, log_ns, out, reps, bits=(), config=None, windows=()):
     key = jax.random.PRNGKey(1)
     top = max(list(log_ns) + list(bits))
@@ -183,7 +200,8 @@ def bench_msm(curve, log_ns, out, reps, bits=(), config=None, windows=()):
     cfg = config or M.default_config()
     name = f"msm_{curve.name}" + ("_fused_split" if cfg.fused_split and curve.split else "") + (
         "_unsplit" if curve.name == "G2" and not curve.split else "") + (
-        "_xyzz" if cfg.xyzz and not curve.split else "")
+        "_xyzz" if cfg.xyzz and not curve.split else "") + (
+        "_prefetch" if cfg.prefetch and not curve.split else "")
 
     def one(case, ln, sc, window=None):
         n = 1 << ln
@@ -194,7 +212,8 @@ def bench_msm(curve, log_ns, out, reps, bits=(), config=None, windows=()):
         ok = matches(curve, res[..., 0], dot_int(sc[:, :n], k[:, :n]))
         t = time_fn(f, (b, ss), reps=reps)
         emit(base_record(case, ln, window=c, lanes=cfg.lanes, fused=cfg.fused,
-                         fused_split=cfg.fused_split, xyzz=cfg.xyzz, compile_s=comp,
+                         fused_split=cfg.fused_split, xyzz=cfg.xyzz, prefetch=cfg.prefetch,
+                         compile_s=comp,
                          xla_peak_bytes=mem,
                          checked=ok, **t), out)
         return t["median_s"]
@@ -361,22 +380,27 @@ def main():
                     help="G2 sizes also with one kernel per formula (Curve.split off, no table "
                          "loops: the fused accumulation level), affordable to compile since "
                          "the PTX products (bench/NOTES.md hypothesis 41)")
-    ap.add_argument("--g1-xyzz", action="store_true",
-                    help="G1 sizes (--g1) also with MSMConfig.xyzz (hypothesis 55: XYZZ buckets "
-                         "in the fused accumulation's first level)")
+    ap.add_argument("--g1-configs", default="",
+                    help="G1 sizes (--g1) also with these MSMConfig variants, comma-separated, "
+                         "each boolean fields joined by '+' set on the default config: e.g. "
+                         "'xyzz,prefetch,xyzz+prefetch' (hypotheses 55 and 56: XYZZ buckets, the "
+                         "pipelined walk of the fused accumulation's first level)")
     ap.add_argument("--out", default=None)
     a = ap.parse_args()
     if a.hold_gib < 0 or (a.msm_gib is not None and a.msm_gib <= 0):
         ap.error("--hold-gib must be at least 0 and --msm-gib above 0")
+    try:
+        g1_variants = config_variants(a.g1_configs)
+    except ValueError as e:
+        ap.error(str(e))
     if a.ntt:
         bench_ntt(a.ntt, a.out, a.reps, [p for p in a.ntt_passes.split(",") if p])
     if a.to_coset:
         bench_to_coset(a.to_coset, a.out, a.reps)
     if a.g1 or a.bits:
         bench_msm(G1, a.g1, a.out, a.reps, a.bits, windows=a.windows)
-        if a.g1_xyzz and a.g1:
-            bench_msm(G1, a.g1, a.out, a.reps,
-                      config=dataclasses.replace(M.default_config(), xyzz=True))
+        for cfg in g1_variants if a.g1 else ():
+            bench_msm(G1, a.g1, a.out, a.reps, config=cfg)
     if a.profile:
         bench_profile(a.profile, a.out, a.reps)
     if a.g2:

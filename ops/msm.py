@@ -28,7 +28,8 @@ the device with no host round trip:
    is rounded up to a power of two (the padding is zero scalars, skipped), so
    few distinct programs are compiled.  On CUDA each level is one kernel
    (``ops.segsum``); ``MSMConfig.xyzz`` keeps the first level's G1
-   accumulators in XYZZ coordinates (opt-in until measured).
+   accumulators in XYZZ coordinates and ``MSMConfig.prefetch`` pipelines its
+   walk's loads one step ahead (both opt-in until measured).
 4. **bucket reduction**: per window Σ_b b·B_b by running sums in ng groups of
    g buckets (R += B_t, S += R from the top), then (GPU) the window/group
    terms S_grp and R_grp are weighted by 2^(c·w) and 2^(c·w)·grp·g with a
@@ -117,7 +118,11 @@ class MSMConfig:
     level (affine bases) keeps its accumulators in XYZZ coordinates (8M + 2S
     per entry instead of RCB's complete 11M; a block-wide branch doubles
     where a bucket meets its own base again), curves with split formulas
-    excepted (bench/NOTES.md hypothesis 55; off until measured)."""
+    excepted (bench/NOTES.md hypothesis 55; off until measured); prefetch:
+    the fused first level's walk loads each step's entry one step ahead, so
+    the loads' latency overlaps an addition (``ops.segsum._kernel``; curves
+    with split formulas excepted; bench/NOTES.md hypothesis 56, off until
+    measured)."""
     window: int | None = None
     lanes: int = 1 << 19
     small_lanes: int = 1 << 14
@@ -128,6 +133,7 @@ class MSMConfig:
     fused: bool = True
     fused_split: bool = False
     xyzz: bool = False
+    prefetch: bool = False
 
     def __post_init__(self):
         # a level of K steps leaves at most 2·⌈n/K⌉ − 1 partial sums of n (the last busy lane
@@ -396,7 +402,8 @@ def bucket_sums(curve: Curve, bases_pm, keys, payload, nb: int, cfg: MSMConfig):
 
     def fused():
         b, pk, pv = segsum.level(curve, keys, n_valid, bases_pm, payload, L, 1,
-                                 segsum.identity_pm(curve, nb), xyzz=cfg.xyzz and not curve.split)
+                                 segsum.identity_pm(curve, nb), xyzz=cfg.xyzz and not curve.split,
+                                 prefetch=cfg.prefetch and not curve.split)
         b = segsum.reduce_parts(curve, pk, pv, b, cfg.small_lanes, cfg.min_steps)
         return b.T.reshape(curve.proj + (nb,))
 

@@ -96,6 +96,11 @@ class _Walk:
 
     def operands(self, j, acc, kprev, kcur):
         """(restart ? O : acc, ±Q) for step j: acc flat rows, Q loaded by index."""
+        return self.restarted(j, acc, kprev, kcur), self.load(j, kcur)
+
+    def load(self, j, kcur):
+        """±Q, the point of step j's entry (whose key is kcur), loaded by
+        index (a sentinel entry loads nothing: Q = 0)."""
         F = self.C.F
         e = self.start + j
         ok = kcur < self.nb
@@ -108,13 +113,17 @@ class _Walk:
             row = ec
         Q = _nest([plgpu.load(self.src_ref.at[row, r], mask=ok, other=0)
                    for r in range(self.n_src)], self.src_pre)
+        if self.affine:
+            Q = (Q[0], F.select(neg, F.neg(Q[1]), Q[1])) + tuple(Q[2:])
+        return Q
+
+    def restarted(self, j, acc, kprev, kcur):
+        """The accumulator step j adds to: the identity where a bucket starts."""
+        F = self.C.F
         restart = (j == 0) | (kcur != kprev)
         acc_n = _nest(list(acc), self.acc_pre)
         ident = self.identity(F.like(acc_n[0]))
-        a = tuple(F.select(restart, i, x) for i, x in zip(ident, acc_n))
-        if self.affine:
-            Q = (Q[0], F.select(neg, F.neg(Q[1]), Q[1])) + tuple(Q[2:])
-        return a, Q
+        return tuple(F.select(restart, i, x) for i, x in zip(ident, acc_n))
 
     def rows(self, value, pre):
         return [jnp.broadcast_to(v.astype(jnp.uint32), (self.bn,)) for v in _flat(value, pre)]
@@ -161,29 +170,47 @@ class _Walk:
         return lax.cond(jnp.max(dbl.astype(jnp.int32)) > 0, doubled, lambda out: out, out)
 
 
-def _kernel(curve: Curve, affine: bool, bn: int, xyzz: bool = False):
+def _kernel(curve: Curve, affine: bool, bn: int, xyzz: bool = False, prefetch: bool = False):
     """The Pallas kernel of one level, all K steps (refs: ``_Walk``, then the
     three lane blocks, the target in and the target out, aliased); with
-    ``xyzz`` (affine only) the accumulator and the target rows are XYZZ."""
+    ``xyzz`` (affine only) the accumulator and the target rows are XYZZ.
+    ``prefetch``: software-pipelined walk: step j first issues the loads of
+    step j + 1's key, payload and point (carried to the next step in
+    registers), then adds its own point, loaded by step j − 1, so that the
+    loads' latency overlaps an addition instead of preceding one."""
 
     def kernel(prm_ref, keys_ref, pay_ref, src_ref, first_ref, last_ref, lf_ref, tin_ref, tgt_ref):
         del tin_ref                                       # aliased with tgt_ref
         w = _Walk(curve, affine, bn, xyzz).setup(prm_ref, keys_ref, pay_ref, src_ref)
         first, last, lf = first_ref[...], last_ref[...], lf_ref[...]
 
-        def body(j, carry):
-            acc, kprev, kcur = carry
-            knext = w.key_at(w.start + j + 1)
-            a, Q = w.operands(j, acc, kprev, kcur)
+        def add(j, acc, kprev, kcur, knext, Q):
+            a = w.restarted(j, acc, kprev, kcur)
             if xyzz:
                 out = w.xyzz_madd(a, Q, kcur < w.nb)
             else:
                 out = w.rows(w.C.madd(a, Q) if affine else w.C.add(a, Q), w.acc_pre)
             w.store(tgt_ref, out, j, kcur, knext, first, last, lf)
-            return tuple(out), kcur, knext
+            return tuple(out)
 
-        lax.fori_loop(0, w.K, body, (w.identity_rows(), jnp.full((bn,), -1, jnp.int32),
-                                     w.key_at(w.start)))
+        def body(j, carry):
+            acc, kprev, kcur = carry
+            knext = w.key_at(w.start + j + 1)
+            return add(j, acc, kprev, kcur, knext, w.load(j, kcur)), kcur, knext
+
+        def pipelined(j, carry):
+            acc, kprev, kcur, q = carry
+            knext = w.key_at(w.start + j + 1)
+            q_next = tuple(w.rows(w.load(j + 1, knext), w.src_pre))    # step j + 1's point
+            out = add(j, acc, kprev, kcur, knext, _nest(list(q), w.src_pre))
+            return out, kcur, knext, q_next
+
+        k0 = w.key_at(w.start)
+        init = (w.identity_rows(), jnp.full((bn,), -1, jnp.int32), k0)
+        if prefetch:
+            lax.fori_loop(0, w.K, pipelined, init + (tuple(w.rows(w.load(0, k0), w.src_pre)),))
+        else:
+            lax.fori_loop(0, w.K, body, init)
 
     return kernel
 
@@ -302,7 +329,7 @@ def identity_pm(curve: Curve, count: int):
 
 
 def level(curve: Curve, keys, n_valid, src_pm, payload, lanes: int, min_steps: int, buckets_pm,
-          xyzz: bool = False):
+          xyzz: bool = False, prefetch: bool = False):
     """One level of the segmented sum (``ops.msm._accumulate``'s contract,
     point-major).
 
@@ -315,7 +342,9 @@ def level(curve: Curve, keys, n_valid, src_pm, payload, lanes: int, min_steps: i
     (``CurveArith.xyzz_madd``: 8M + 2S per entry instead of RCB's 11M) into
     a fresh XYZZ target, converted to projective afterwards, so the buckets
     it does not write are the identity whatever ``buckets_pm`` held (callers
-    pass identities: ``ops.msm.bucket_sums``).
+    pass identities: ``ops.msm.bucket_sums``).  ``prefetch`` (a curve that
+    is not split): each step loads the next step's entry before its own
+    addition (``_kernel``; the same result).
     Returns (buckets_pm, part_keys ``(2·lanes,)``, part_vals ``(2·lanes, 3F)``)."""
     affine = payload is not None
     if xyzz and (not affine or curve.split):
@@ -345,7 +374,7 @@ def level(curve: Curve, keys, n_valid, src_pm, payload, lanes: int, min_steps: i
         return target[:nb], part_keys(lb, nb), target[nb:nb + 2 * L]
     with x64():
         target = pl.pallas_call(
-            _kernel(curve, affine, bn, xyzz),
+            _kernel(curve, affine, bn, xyzz, prefetch),
             out_shape=jax.ShapeDtypeStruct(target.shape, jnp.uint32),
             grid=(L // bn,),
             in_specs=[full, full, full, full, lanes_spec, lanes_spec, lanes_spec, full],
@@ -354,7 +383,8 @@ def level(curve: Curve, keys, n_valid, src_pm, payload, lanes: int, min_steps: i
             compiler_params=plgpu.CompilerParams(num_warps=curve.config.num_warps, num_stages=1),
             interpret=curve.config.interpret,
             debug=curve.config.debug,
-            name=f"{curve.name}_segsum_{'X' if xyzz else 'A' if affine else 'P'}",
+            name=f"{curve.name}_segsum_{'X' if xyzz else 'A' if affine else 'P'}"
+                 f"{'_prefetch' if prefetch else ''}",
         )(params, keys, pay, src_pm, first, last, lf, target)
     if xyzz:
         target = _xyzz_to_proj_pm(curve, target[:nb + 2 * L])

@@ -1,5 +1,5 @@
-"""bench.ntt_msm's command line: bad budget flags are refused by name
-before any work (the benchmarks themselves run on the GPU)."""
+"""bench.ntt_msm's command line: bad budget flags and unknown MSM config variants are
+refused by name before any work (the benchmarks themselves run on the GPU)."""
 from __future__ import annotations
 
 import os
@@ -18,3 +18,19 @@ def test_bad_budget_flags_are_refused(flags):
                        env=dict(os.environ, JAX_PLATFORMS="cpu"))
     assert r.returncode == 2
     assert "--hold-gib must be at least 0 and --msm-gib above 0" in r.stderr
+
+
+def test_g1_config_variants():
+    """--g1-configs: each '+'-joined set of boolean MSMConfig fields on the
+    default config; an unknown or non-boolean field is refused by name
+    before any work."""
+    from bench import ntt_msm as B
+    from ops import msm as M
+    got = B.config_variants("xyzz, prefetch,xyzz+prefetch")
+    assert [(c.xyzz, c.prefetch) for c in got] == [(True, False), (False, True), (True, True)]
+    assert all(c.lanes == M.default_config().lanes for c in got)
+    assert B.config_variants("") == []
+    r = subprocess.run([sys.executable, "-m", "bench.ntt_msm", "--g1", "10", "--g1-configs",
+                        "xyzz+lanes"], cwd=ROOT, capture_output=True, text=True, timeout=300,
+                       env=dict(os.environ, JAX_PLATFORMS="cpu"))
+    assert r.returncode == 2 and "['lanes'] are not boolean MSMConfig fields" in r.stderr

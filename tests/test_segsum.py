@@ -63,13 +63,16 @@ def _from_pm(pm, count):
     return pm.T.reshape(G1.proj + (count,))
 
 
-@pytest.mark.parametrize("lanes,min_steps,xyzz", [(8, 1, False), (4, 4, False), (8, 1, True),
-                                                  (4, 4, True)])
-def test_affine_level_equals_xla_loop(points, lanes, min_steps, xyzz):
+@pytest.mark.parametrize("lanes,min_steps,xyzz,prefetch", [
+    (8, 1, False, False), (4, 4, False, False), (8, 1, True, False), (4, 4, True, False),
+    (8, 1, False, True), (4, 4, True, True)])
+def test_affine_level_equals_xla_loop(points, lanes, min_steps, xyzz, prefetch):
     """The fused level against the XLA loop; ``xyzz``: accumulated in XYZZ
     coordinates, whose incomplete addition meets the cases it must route:
     12 points over 44 entries repeat a point inside a bucket (A = Q: the
-    doubling branch) and with both signs (A = −Q: the identity)."""
+    doubling branch) and with both signs (A = −Q: the identity);
+    ``prefetch``: the software-pipelined walk (each step's entry loaded by
+    the step before)."""
     rng = np.random.default_rng(lanes)
     n, nb = 44, 9
     keys = _keys(rng, n, nb)
@@ -79,7 +82,7 @@ def test_affine_level_equals_xla_loop(points, lanes, min_steps, xyzz):
     n_valid = jnp.sum(keys < nb).astype(jnp.int32)
     b0, k0, v0 = _xla_level(G1, keys, n_valid, pm, payload, lanes, min_steps, nb)
     b1, k1, v1 = segsum.level(G1I, keys, n_valid, pm, payload, lanes, min_steps,
-                              segsum.identity_pm(G1, nb), xyzz=xyzz)
+                              segsum.identity_pm(G1, nb), xyzz=xyzz, prefetch=prefetch)
     assert _aff(_from_pm(b1, nb)) == _aff(b0)
     np.testing.assert_array_equal(np.asarray(k1), np.asarray(k0))
     valid = np.asarray(k0) < nb
@@ -107,20 +110,20 @@ def test_min_steps_below_three_is_refused():
 
 
 @pytest.mark.slow   # ~100 s ("same") and ~140 s ("bits"); CI time (session 21: see bench/NOTES.md)
-@pytest.mark.parametrize("kind", ["same", "bits", "xyzz-repeated"])
+@pytest.mark.parametrize("kind", ["same", "bits", "xyzz-repeated", "xyzz-prefetch-repeated"])
 def test_msm_through_fused_kernels_matches_py_ecc(kind):
     """"xyzz-repeated": XYZZ buckets over bases that repeat (a proving
     key's can: variables with equal QAP columns) with equal scalars, so
-    buckets meet their own base again."""
+    buckets meet their own base again; "-prefetch-": the pipelined walk."""
     rng = random.Random(11)
     ks = [rng.randrange(1, R) for _ in range(8)]
     ks[3] = 0                                   # the identity as a base
-    if kind == "xyzz-repeated":
+    if kind.endswith("repeated"):
         ks[1], ks[6] = ks[0], ks[5]             # consecutive entries of one bucket: A = Q
     bases = G1.from_affine_ints([_g1(k) for k in ks])
     sc = [0xDEADBEEF] * 8 if kind != "bits" else [rng.randrange(2) for _ in range(8)]
     cfg = M.MSMConfig(window=4, lanes=8, small_lanes=4, min_steps=4, split_threshold=None,
-                      xyzz=kind.startswith("xyzz"))
+                      xyzz=kind.startswith("xyzz"), prefetch="prefetch" in kind)
     assert _run(bases, sc, curve=G1I, cfg=cfg) == _expected(ks, sc)
 
 
@@ -153,6 +156,21 @@ def test_split_curve_steps_equal_xla_loop():
     got = segsum.reduce_parts(G2I, k0, v0.reshape(-1, 2 * lanes).T, b0.reshape(-1, nb).T,
                               cfg.small_lanes, cfg.min_steps)
     assert aff(got.T.reshape(G2.proj + (nb,))) == aff(want)
+
+
+def test_prefetching_walk_lowers_for_cuda():
+    """The pipelined walk (``prefetch``) lowers to Triton on a CPU-only host,
+    with or without XYZZ: one more copy of the entry's loads (the prologue's)
+    than the plain walk, no other kernel."""
+    from bench import kernel_size as K
+    ks = K.kernels()
+    sizes = {name: K.triton_op_counts(*ks[name][:1], *ks[name][1])
+             for name in ("G1.segsum_A", "G1.segsum_A_prefetch", "G1.segsum_X",
+                          "G1.segsum_X_prefetch")}
+    for plain in ("G1.segsum_A", "G1.segsum_X"):
+        got, base = sizes[plain + "_prefetch"], sizes[plain]
+        assert len(got) == len(base) and got[1:] == base[1:]
+        assert base[0] < got[0] < 2 * base[0]
 
 
 def test_xyzz_level_lowers_for_cuda_with_a_real_branch():

@@ -141,6 +141,29 @@ def device_bytes_floor(num_vars: int, num_aux: int, rows: int, matrices_bytes: i
     return need
 
 
+MARGIN = 1 << 30      # device bytes left beside a suggested budget (the compiler's scratch)
+
+
+def suggested_budgets(num_vars: int, rows: int, matrices_bytes: int, mode: str,
+                      capacity: int) -> dict:
+    """Starting budgets for ``mode`` on a device of ``capacity`` bytes, by
+    the byte counts of ``device_bytes_floor`` less ``MARGIN``: "streaming":
+    msm_budget_bytes = capacity − (matrices, the domain's twiddles, h, w and
+    w ‖ r: what lives beside an MSM); "out-of-core": out_of_core_bytes =
+    capacity − w (the SpMV row blocks and NTT sweeps run beside w) and
+    msm_budget_bytes = capacity − w − w ‖ r.  Each at least 256 MiB.  (For
+    a 14 GiB pool at 2^27 this gives 9.1 and 5.2 GiB, the 16 GB-mode
+    settings of bench/device/fc32.sh.)"""
+    m = 1 << domain_log(rows)
+    floor = lambda x: max(x - MARGIN, 256 << 20)                    # noqa: E731
+    if mode == "streaming":
+        return {"msm_budget_bytes": floor(capacity - matrices_bytes - 64 * m - 64 * num_vars)}
+    if mode == "out-of-core":
+        return {"out_of_core_bytes": floor(capacity - 32 * num_vars),
+                "msm_budget_bytes": floor(capacity - 64 * num_vars)}
+    raise ValueError(f"suggested_budgets: no budgets for mode {mode!r}")
+
+
 def check_fits_device(name: str, num_vars: int, num_aux: int, rows: int, matrices_bytes: int,
                       mode: str, capacity: int | None) -> None:
     """MemoryError, naming the shortfall and the settings that would fit,
@@ -153,12 +176,16 @@ def check_fits_device(name: str, num_vars: int, num_aux: int, rows: int, matrice
     if need <= capacity:
         return
     fits = [m for m in MODES[MODES.index(mode) + 1:] if floor(m) <= capacity]
-    how = {"streaming": "keep the proving key in host memory (streaming mode: "
-                        "msm_budget_bytes / --msm_budget_bytes)",
-           "out-of-core": "use the 16 GB mode (out_of_core_bytes / --out_of_core_bytes, "
-                          "which keeps the key and the matrices in host memory)"}
-    advice = (f"; to prove it on this device, {how[fits[0]]}" if fits else
-              "; no mode of jaxprove fits it on this device")
+    if fits:
+        budgets = suggested_budgets(num_vars, rows, matrices_bytes, fits[0], capacity)
+        start = ", ".join(f"{k} = {v} ({memory.gib(v)})" for k, v in budgets.items())
+        how = {"streaming": "keep the proving key in host memory (streaming mode)",
+               "out-of-core": "use the 16 GB mode (the key and the matrices in host memory)"}
+        advice = (f"; to prove it on this device, {how[fits[0]]}: e.g. {start} (daemon and "
+                  f"prove_batch.py flags of those names; a budget found too large is halved "
+                  f"and remembered)")
+    else:
+        advice = "; no mode of jaxprove fits it on this device"
     raise MemoryError(
         f"circuit {name} ({rows} rows, {num_vars} variables) needs at least "
         f"{memory.gib(need)} of device memory in {mode} mode (the proving key, the PCE "

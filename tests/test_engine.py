@@ -445,11 +445,20 @@ def test_groth16_prover_refuses_a_circuit_the_device_cannot_hold(monkeypatch, tm
     assert G.device_bytes_floor(n, aux, rows, mat, "resident") == \
         streaming + 96 * (2 * n + aux + m - 1) + 192 * n
     assert G.device_bytes_floor(n, aux, rows, mat, "out-of-core") == 64 * n
-    with pytest.raises(MemoryError, match=r"resident mode.*use the 16 GB mode"):
+    with pytest.raises(MemoryError, match=r"resident mode.*use the 16 GB mode.*"
+                                          r"out_of_core_bytes = (\d+).*msm_budget_bytes = (\d+)"):
         G.check_fits_device("porep-32GiB", n, aux, rows, mat, "resident", 15 << 30)
+    # the suggested budgets: beside w (out of core) and beside w and w ‖ r (the MSMs), less 1 GiB
+    assert G.suggested_budgets(n, rows, mat, "out-of-core", 14 << 30) == {
+        "out_of_core_bytes": (14 << 30) - 32 * n - (1 << 30),
+        "msm_budget_bytes": (14 << 30) - 64 * n - (1 << 30)}
+    assert G.suggested_budgets(n, rows, mat, "streaming", 40 << 30) == {
+        "msm_budget_bytes": (40 << 30) - mat - 64 * m - 64 * n - (1 << 30)}
+    assert G.suggested_budgets(n, rows, mat, "out-of-core", 8 << 30)["msm_budget_bytes"] == 256 << 20
     with pytest.raises(MemoryError, match=r"streaming mode.*use the 16 GB mode"):
         G.check_fits_device("porep-32GiB", n, aux, rows, mat, "streaming", 15 << 30)
-    with pytest.raises(MemoryError, match=r"resident mode.*in host memory \(streaming"):
+    with pytest.raises(MemoryError, match=r"resident mode.*in host memory \(streaming.*"
+                                          r"msm_budget_bytes = "):
         G.check_fits_device("porep-32GiB", n, aux, rows, mat, "resident", 40 << 30)
     with pytest.raises(MemoryError, match="no mode of jaxprove fits"):
         G.check_fits_device("porep-32GiB", n, aux, rows, mat, "out-of-core", 4 << 30)

@@ -91,6 +91,7 @@ def kernels(config: KernelConfig = KernelConfig()):
         "Fr.ntt_passes": ntt_pass(False),
         "Fr.ntt_passes_loaded": ntt_pass(True),
         "Fr.spmv_fused_5_1": spmv_fused(5, 1),
+        "Fr.spmv_fused_2_8": spmv_fused(2, 8),       # the real PoRep's pieces (hypothesis 57)
     }
 
 

@@ -141,9 +141,11 @@ MAX_ELL_WIDTH = 32           # slots of one kind per row (the signs fit one uint
 OVERFLOW_COST = 24.0         # an overflow entry costs about this many ±1 ELL slots (estimate:
                              # 1.77 ns per entry measured on the H200 for the lazy chunks,
                              # ~0.07 ns per slot for the gather, transpose and kernel traffic)
-MAX_GEN_WIDTH = 4            # general slots per row chosen at most: each is a Montgomery product
-                             # unrolled in the row kernel, and Triton's compile time grows steeply
-                             # with kernel size (32 products: minutes on the H200, bench/NOTES.md)
+MAX_GEN_WIDTH = 8            # general slots per row chosen at most: each is a Montgomery product
+                             # unrolled in the row kernel.  4 while a product was ~600 Triton ops
+                             # (32 of them: minutes of compile on the H200); one PTX op since
+                             # session 22, so 8 (bench/NOTES.md hypothesis 57: the real PoRep's
+                             # 255-term bits-to-number rows in 2x fewer pieces and piece sums)
 GENERAL_SLOT_COST = 2.0      # a general ELL slot (gather, coefficient, product) in ±1 slots
 ELL_CHUNK_SLOTS = 1 << 24    # gathered terms per ELL row chunk (C·K·B), 512 MiB of limbs
 

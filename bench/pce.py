@@ -13,11 +13,13 @@ each layout of ``--layouts`` (``ell``: fixed-width rows plus overflow chunks,
 widths from ``--ell-width`` or the histogram rule with ``--overflow-cost``,
 its rows by XLA gathers and the row kernel; ``ell-fused``: the same, its rows
 by one kernel that gathers by index, ``ops.spmv`` form "fused"; ``csr``: every
-entry in lazily summed chunks, the earlier path) and timed.
+entry in lazily summed chunks, the earlier path; a ``-prefix`` suffix, e.g.
+``ell-fused-prefix``: the chunks' half-limb sums by prefix sums instead of a
+segment sum, form "+prefix") and timed.
 JSON records per run (bench/common.py), per layout:
 
-* "pce.evaluate" (per layout; ``form``: how the fixed-width rows were
-  evaluated, "gather" or "fused", which needs a GPU): extraction seconds (host planning +
+* "pce.evaluate" (per layout; ``form``: the ``ops.spmv`` form that ran,
+  "fused" needing a GPU): extraction seconds (host planning +
   transfer), compile seconds of ``pce.evaluate``, median/min/max seconds
   per evaluation over >= 5 runs after a warm-up, nonzeros/s (× batch), and GB/s of a
   minimum-traffic model (the layout's index arrays once, one 32-byte
@@ -25,7 +27,7 @@ JSON records per run (bench/common.py), per layout:
   each output row written once); the ELL and piece widths, the long rows,
   pieces, entries outside the ELL part and entries of the chunks; a sample
   of rows of every matrix is checked against Python ints;
-* "gather_floor" (not for ell-fused: ell's serves): the same witness transpose and a gather of every column
+* "gather_floor" (ell and csr only: the other forms share theirs): the same witness transpose and a gather of every column
   slot of the layout alone, the memory-traffic floor the evaluation is
   measured against;
 * "ell_terms" (ell layout): the ELL gathers in the kernel's limb-major
@@ -56,7 +58,18 @@ from ops.field import Fr
 POREP_ROWS = 130_278_869 + 328
 POREP_INPUTS = 328
 POREP_AUX = 130_169_893
-LAYOUTS = ("ell", "ell-fused", "csr")
+LAYOUTS = ("ell", "ell-fused", "ell-prefix", "ell-fused-prefix", "csr", "csr-prefix")
+
+
+def layout_form(layout: str) -> tuple[str, str]:
+    """(planning, ``ops.spmv`` form) of a layout name: "ell" or "csr", then
+    "-fused" (the fixed-width rows by the kernel that gathers by index) and
+    "-prefix" (the chunks' sums by prefix sums), each optional."""
+    if layout not in LAYOUTS:
+        raise ValueError(f"unknown layout {layout!r} (one of {', '.join(LAYOUTS)})")
+    planning = layout.split("-")[0]
+    form = "fused" if "-fused" in layout else "gather"
+    return planning, form + ("+prefix" if layout.endswith("-prefix") else "")
 ANCHOR = "cuzk CPU SpMV 3.2 s/partition alone, 4-10 s in the pipeline (PoRep 32G, 722M nnz)"
 
 
@@ -196,12 +209,13 @@ def _widths(text: str):
 
 def run_layout(layout: str, r1cs: R1CS, a, env: dict, key, extracted: dict):
     """Plan, check and time one layout; emits its records.  ``extracted``:
-    matrices by planning (ell and ell-fused share one extraction)."""
+    matrices by planning (the ell layouts share one extraction, the csr ones
+    another)."""
     block_args = dict(target=a.target)
-    form = "fused" if layout == "ell-fused" else "gather"
-    ran = form if jax.default_backend() == "gpu" else "gather"   # the kernel needs CUDA
-    planning = "csr" if layout == "csr" else "ell"
-    if layout == "csr":
+    planning, form = layout_form(layout)
+    ran = form if jax.default_backend() == "gpu" else \
+        form.replace("fused", "gather")                          # the kernel needs CUDA
+    if planning == "csr":
         block_args["ell_width"] = (0, 0)
     else:
         block_args.update(ell_width=_widths(a.ell_width), overflow_cost=a.overflow_cost)
@@ -244,8 +258,8 @@ def run_layout(layout: str, r1cs: R1CS, a, env: dict, key, extracted: dict):
     emit(rec, a.out)
     del comp
 
-    if layout == "ell-fused":
-        return                                  # its floors are the ell layout's
+    if layout not in ("ell", "csr"):
+        return                                  # its floors are its planning's
     slots = slot_count(m)
     moved = 2 * 32 * a.batch * m.num_vars + slots * (4 + 32 * a.batch)
     r = time_fn(gather_floor.lower(m, w).compile(), (m, w), reps=a.reps)
@@ -281,7 +295,8 @@ def main():
                          "rows by XLA gathers and the row kernel), ell-fused (the same layout, "
                          "rows by the kernel that gathers by index itself; on the CPU the "
                          "same program as ell), csr (all entries in lazy chunks, the earlier "
-                         "path)")
+                         "path); a '-prefix' suffix (ell-prefix, ell-fused-prefix, "
+                         "csr-prefix): the chunks' sums by prefix sums (hypothesis 58)")
     ap.add_argument("--ell-width", default="auto",
                     help="'Kp,Kg' ELL slots per row for every matrix, or auto (histogram rule)")
     ap.add_argument("--overflow-cost", type=float, default=spmv.OVERFLOW_COST,

@@ -22,7 +22,7 @@ kernel).  Cases:
   depend on the values); its matrices from ``--circuit-dir`` where
   ``bench.filecoin --circuit-dir`` stored them (the 32GiB partition: minutes
   to record otherwise), else recorded and extracted here; ``--form``: the
-  fixed-width rows' form (``ops.spmv``: gather, fused).
+  ``ops.spmv`` form (gather, fused, gather+prefix, fused+prefix).
 
     python3 -m bench.profile --case ntt --log-n 24 --out bench/results/profile_h200.jsonl
     python3 -m bench.profile --case spmv --kind porep --size 2KiB
@@ -46,6 +46,7 @@ import jax.numpy as jnp
 
 from bench.common import argv_command, emit, environment, time_fn
 from bench.ntt_msm import make_bases, rand_fr
+from ops import spmv
 
 CASES = ("ntt", "to_coset", "h", "msm", "spmv")
 SKIP_LINES = ("XLA Modules", "Steps", "Framework", "Source", "python", "TraceMe", "Task")
@@ -173,9 +174,10 @@ def main(argv=None):
     ap.add_argument("--circuit-dir", default=None,
                     help="spmv: matrices stored there by bench.filecoin --circuit-dir")
     ap.add_argument("--passes", default=None, help="ntt: parts, inplace or loaded (ops.ntt._transform)")
-    ap.add_argument("--form", default=None, choices=("gather", "fused"),
-                    help="spmv: the fixed-width rows' form (ops.spmv.FORMS; default "
-                         "$JAXPROVE_SPMV or gather)")
+    ap.add_argument("--form", default=None, choices=spmv.FORMS,
+                    help="spmv: the ops.spmv form (fixed-width rows gathered or fused; "
+                         "'+prefix': chunk sums by prefix sums; default $JAXPROVE_SPMV or "
+                         "gather)")
     ap.add_argument("--reps", type=int, default=3, help="calls traced")
     ap.add_argument("--top", type=int, default=25)
     ap.add_argument("--cache", action="store_true", help="persistent compilation cache")

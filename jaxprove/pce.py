@@ -221,8 +221,8 @@ def evaluate(m: Matrices, w, form: str | None = None):
     """(a, b, c) = (A·w, B·w, C·w) for a witness batch w (8, *batch,
     num_vars) of canonical Montgomery Fr limbs -> three Fr arrays (8, *batch,
     rows).  Coefficients ±1 cost no multiplication; terms are summed lazily
-    (``ops.spmv``; ``form``: its fixed-width rows' form, default
-    ``ops.spmv.DEFAULT_FORM``).  Peak device memory beyond m and w, with B = prod(batch):
+    (``ops.spmv``; ``form``: one of ``ops.spmv.FORMS``, how its fixed-width
+    rows and chunk sums are evaluated, default ``ops.spmv.DEFAULT_FORM``).  Peak device memory beyond m and w, with B = prod(batch):
     32·B·(num_vars + 4·rows) bytes (the element-major witness copy, a, b and
     the padded and final c) plus one chunk's working set (``ops.spmv``)."""
     _check_witness(m, w)

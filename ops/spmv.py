@@ -120,13 +120,17 @@ except ImportError:  # pragma: no cover
     pl = plgpu = None
 
 PLUS, MINUS, GENERAL = 0, 1, 2
-FORMS = ("gather", "fused")
+# how spmv evaluates: the fixed-width rows by XLA gathers + the row kernel ("gather") or by
+# one gathering kernel ("fused"); "+prefix": the chunks' half-limb sums by prefix sums
+# instead of a segment sum (``_segment_sums``)
+FORMS = ("gather", "fused", "gather+prefix", "fused+prefix")
 
 
 def default_form() -> str:
-    """The fixed-width rows' form ``spmv`` uses unless told: ``$JAXPROVE_SPMV``
-    (one of ``FORMS``; read once, at import), else "gather" (the measured
-    form; "fused" waits for its device measurement, bench/NOTES.md 53)."""
+    """The form ``spmv`` uses unless told: ``$JAXPROVE_SPMV`` (one of
+    ``FORMS``; read once, at import), else "gather" (the measured form;
+    "fused" and "+prefix" wait for their device measurements, bench/NOTES.md
+    53 and 58)."""
     v = os.environ.get("JAXPROVE_SPMV", "gather").strip()
     if v not in FORMS:
         raise ValueError(f"JAXPROVE_SPMV: {v!r} is not one of {FORMS}")
@@ -740,9 +744,33 @@ def _ell_rows(arrays, rows: int, coeffs, wt, chunk_slots: int, config, form: str
     return by_platform(arrays, coeffs, wt, default=gather, cuda=fused)
 
 
-def _spmv_chunks(m: BlockedCSR, coeffs, wt):
+def _segment_sums(halves, seg, num_segments: int, prefix: bool):
+    """Per segment s < num_segments the sum of the rows of ``halves`` (E, W)
+    uint32 whose ``seg`` (E,) int32, ascending, is s (segment ids at or past
+    num_segments are dropped) -> (num_segments, W) uint32, exact while every
+    segment's sums stay below 2^32 (the lazy bound of the chunks).
+
+    ``prefix`` False: ``jax.ops.segment_sum`` (a scatter-add; on a GPU its
+    atomics collide where many consecutive entries share a segment, as a long
+    row's pieces do).  True: inclusive prefix sums P over the entries, then
+    P[end_s] − P[start_s]: the prefix sums wrap modulo 2^32, and so does the
+    difference, which is therefore exact for sums below 2^32; the bounds by
+    binary search in the sorted ids.  No scatter, no atomics (hypothesis 58)."""
+    if not prefix:
+        return jax.ops.segment_sum(halves, seg, num_segments=num_segments,
+                                   indices_are_sorted=True)
+    P = jnp.cumsum(halves, axis=0, dtype=jnp.uint32)
+    P = jnp.concatenate([jnp.zeros((1,) + halves.shape[1:], jnp.uint32), P])
+    ids = jnp.arange(num_segments, dtype=seg.dtype)
+    start = jnp.searchsorted(seg, ids, side="left")
+    end = jnp.searchsorted(seg, ids, side="right")
+    return jnp.take(P, end, axis=0) - jnp.take(P, start, axis=0)
+
+
+def _spmv_chunks(m: BlockedCSR, coeffs, wt, prefix: bool = False):
     """The chunks over wt (element-major (n, B, 8): the witness, or the piece
-    sums) -> (8, B, overflow_rows), one scan step per chunk."""
+    sums) -> (8, B, overflow_rows), one scan step per chunk; ``prefix``: the
+    half-limb sums by ``_segment_sums``' prefix form."""
     B = wt.shape[1]
     R = m.block_rows
     rows = m.overflow_rows
@@ -755,8 +783,7 @@ def _spmv_chunks(m: BlockedCSR, coeffs, wt):
         gp = Fr.mul(jnp.transpose(gather(gcols), (2, 0, 1)), k)           # (8, G, B)
         terms = jnp.concatenate([jnp.transpose(gp, (1, 2, 0)), gather(cols)])  # (G+E, B, 8)
         halves = jnp.stack([terms & 0xFFFF, terms >> 16], axis=-1).reshape(terms.shape[0], B * 16)
-        s = jax.ops.segment_sum(halves, jnp.concatenate([gseg, seg]), num_segments=3 * R,
-                                indices_are_sorted=True)
+        s = _segment_sums(halves, jnp.concatenate([gseg, seg]), 3 * R, prefix)
         s = jnp.transpose(s.reshape(3, R, B, 16), (3, 0, 2, 1))            # (16, 3, B, R)
         x, t = _normalize(jnp.stack([s[:, 0] + s[:, 1], s[:, 2]], axis=1))   # (8, 2, B, R)
         vals = _reduce(x[:, 0], t[:, 0], x[:, 1], t[:, 1])                # (8, B, R)
@@ -781,13 +808,16 @@ def spmv(m: BlockedCSR, coeffs, wt, *, chunk_slots: int = ELL_CHUNK_SLOTS,
     the chunks and added into the long rows; config: the fixed-width
     kernel's ``KernelConfig`` (tests: the Pallas kernel in interpret mode).
     Long rows at or past ``m.rows`` (a padded row block's) are dropped.
-    form: how fixed-width rows are evaluated where a Pallas kernel runs
-    (``FORMS``; default ``DEFAULT_FORM``): "gather" (XLA gathers of each row
+    form (``FORMS``; default ``DEFAULT_FORM``): how fixed-width rows are
+    evaluated where a Pallas kernel runs, "gather" (XLA gathers of each row
     chunk's terms, then the row kernel) or "fused" (one kernel that gathers
-    by index, ``_spmv_ell_fused``)."""
+    by index, ``_spmv_ell_fused``), and with "+prefix" the chunks' sums by
+    prefix sums (``_segment_sums``)."""
     form = DEFAULT_FORM if form is None else form
     if form not in FORMS:
         raise ValueError(f"spmv: form must be one of {FORMS}, got {form!r}")
+    form, _, sums = form.partition("+")
+    prefix = sums == "prefix"
     if wt.ndim != 3 or wt.shape[0] != m.num_cols or wt.shape[2:] != (8,):
         raise ValueError(f"spmv: expected element-major Fr (num_cols={m.num_cols}, B, 8), "
                          f"got {wt.shape}")
@@ -798,7 +828,8 @@ def spmv(m: BlockedCSR, coeffs, wt, *, chunk_slots: int = ELL_CHUNK_SLOTS,
     if coeffs.shape[1] == 0:                 # no general entries can refer to an empty table
         coeffs = jnp.zeros((8, 1), jnp.uint32)
     if m.ell_width == (0, 0):
-        return _spmv_chunks(m, coeffs, wt) if m.chunks else jnp.zeros((8, B, m.rows), jnp.uint32)
+        return (_spmv_chunks(m, coeffs, wt, prefix) if m.chunks
+                else jnp.zeros((8, B, m.rows), jnp.uint32))
     if m.rows == 0:
         return jnp.zeros((8, B, 0), jnp.uint32)
     ell = (m.ell_cols, m.ell_neg, m.ell_gen_cols, m.ell_gen_coeff)
@@ -807,7 +838,7 @@ def spmv(m: BlockedCSR, coeffs, wt, *, chunk_slots: int = ELL_CHUNK_SLOTS,
         pieces = (m.piece_cols, m.piece_neg, m.piece_gen_cols, m.piece_gen_coeff)
         rest = _ell_rows(pieces, m.pieces, coeffs, wt, chunk_slots, config, form)  # (8, B, pieces)
         if m.chunks:                                        # sum each long row's pieces
-            rest = _spmv_chunks(m, coeffs, element_major(rest))
+            rest = _spmv_chunks(m, coeffs, element_major(rest), prefix)
         at = out.at[:, :, m.long_rows]
         out = at.set(Fr.add(at.get(indices_are_sorted=True, unique_indices=True), rest),
                      indices_are_sorted=True, unique_indices=True, mode="drop")

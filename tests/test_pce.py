@@ -646,6 +646,41 @@ def test_ell_spmv_equals_python_ints_and_csr_path(ell_inputs, width, pieces):
     assert Fr.to_int(got).tolist() == ell_reference(rows, ws)
 
 
+@pytest.mark.parametrize("width, pieces", [((3, 2), (2, 1)), ((0, 1), (1, 4)), ((0, 0), None)],
+                         ids=["mixed", "general-only", "all-csr"])
+def test_prefix_chunk_sums_equal_python_ints(ell_inputs, width, pieces):
+    """The "+prefix" forms (the chunks' half-limb sums by prefix sums,
+    hypothesis 58) in the layouts that have chunks (pieces summed, or every
+    entry in chunks) equal the per-row Python-int sums."""
+    rows, csr, coeffs, n, ws, wt, table = ell_inputs
+    m = spmv.block(csr.indptr, csr.cols, csr.coeff_ids, spmv.coefficient_classes(coeffs), n,
+                   ell_width=width, piece_width=pieces, slots=16, gen_slots=8, block_rows=8,
+                   max_terms=6)
+    assert m.chunks > 1
+    got = jax.jit(functools.partial(spmv.spmv, form="gather+prefix"))(
+        jax.tree.map(jnp.asarray, m), table, wt)
+    assert Fr.to_int(got).tolist() == ell_reference(rows, ws)
+
+
+def test_segment_sums_prefix_form_is_exact_across_wraparound():
+    """``_segment_sums``' prefix form equals ``segment_sum`` where the
+    running prefix passes 2^32 many times (segments of up to 2^16 − 1
+    half-limbs of 0xFFFF: each segment's sum just below 2^32), with empty
+    segments, and ids at or past the count dropped."""
+    rng = np.random.default_rng(3)
+    sizes = [65535, 0, 3, 65535, 1, 0, 40000]
+    seg = np.concatenate([np.full(k, i) for i, k in enumerate(sizes)] + [np.full(5, 7)])
+    vals = rng.integers(0, 1 << 16, (len(seg), 2), dtype=np.uint32)
+    vals[:65535] = 0xFFFF
+    args = jnp.asarray(vals), jnp.asarray(seg.astype(np.int32)), 7
+    want = np.asarray(spmv._segment_sums(*args, prefix=False))
+    got = np.asarray(spmv._segment_sums(*args, prefix=True))
+    np.testing.assert_array_equal(got, want)
+    assert want[0, 0] == 65535 * 0xFFFF and want[1].tolist() == [0, 0]
+    exact = [vals[seg == i].astype(np.int64).sum(axis=0).tolist() for i in range(7)]
+    assert got.astype(np.int64).tolist() == exact
+
+
 def test_ell_without_overflow_and_empty_matrix():
     """Every row inside the ELL part (no overflow chunks at all), and a
     matrix without entries, with auto widths."""
@@ -670,8 +705,9 @@ def test_ell_without_overflow_and_empty_matrix():
 
 @pytest.mark.parametrize("form, width, pieces", [("gather", (2, 1), None),
                                                   ("fused", (3, 2), (2, 1)),
-                                                  ("fused", (0, 1), (1, 4))],
-                         ids=["gather", "fused-mixed", "fused-general-only"])
+                                                  ("fused", (0, 1), (1, 4)),
+                                                  ("fused+prefix", (3, 2), (2, 1))],
+                         ids=["gather", "fused-mixed", "fused-general-only", "fused-prefix"])
 def test_ell_kernels_pallas_interpret(ell_inputs, form, width, pieces):
     """The fixed-width rows' Pallas (GPU) kernels in interpret mode, through
     spmv, batch of 3: the row kernel over XLA-gathered terms ("gather",
@@ -733,6 +769,8 @@ def test_spmv_rejects_unknown_form(ell_inputs):
                                              spmv.coefficient_classes(coeffs), n))
     with pytest.raises(ValueError, match="form"):
         spmv.spmv(m, table, wt, form="scatter")
+    with pytest.raises(ValueError, match="form"):
+        spmv.spmv(m, table, wt, form="fused+segments")
 
 
 @pytest.mark.parametrize("width", [(1, 2, 3), (-1, 0), (spmv.MAX_ELL_WIDTH + 1, 0), (1.5, 0)])

@@ -39,6 +39,10 @@ VARIANTS = {
     "unrolled": Unroll(chains=True, mul=True),
     "inner": Unroll(inner=False),
     "inner_table": Unroll(inner=False, table=True),
+    # shipped settings with k rows of the rolled PTX product per loop step (hypothesis 59)
+    "rows2": ("rows", 2),
+    "rows3": ("rows", 3),
+    "rows4": ("rows", 4),
 }
 
 # kernel -> (object attribute path, input kinds, field multiplications per element)
@@ -64,12 +68,17 @@ ANCHORS = {"Fq.mul": "goal >= 16e9/s; floor ~28e9/s (IMAD); prototype 13.4e9 rol
 def objects(unroll: Unroll | None):
     """The field and curve objects, all with kernel settings ``unroll``, or
     (None, variant "default") each with its own shipped settings, or
-    ("portable") those without PTX."""
+    ("portable") those without PTX, or (("rows", k)) those with k rows of the
+    rolled PTX product per loop step (``Unroll.mul_rows``)."""
     shipped = {"Fr": field.Fr, "Fq": field.Fq, "Fq2": tower.Fq2, "G1": curve.G1, "G2": curve.G2}
     if unroll is None:
         return shipped
     if unroll == "portable":
         return {k: dataclasses.replace(o, config=dataclasses.replace(o.config, ptx=()))
+                for k, o in shipped.items()}
+    if isinstance(unroll, tuple) and unroll[0] == "rows":
+        return {k: dataclasses.replace(o, config=dataclasses.replace(
+                    o.config, unroll=dataclasses.replace(o.config.unroll, mul_rows=unroll[1])))
                 for k, o in shipped.items()}
     cfg = KernelConfig(unroll=unroll)
     return {"Fr": dataclasses.replace(field.Fr, config=cfg),

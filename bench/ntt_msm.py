@@ -64,6 +64,7 @@ from ops import ntt as N
 from ops.curve import G1, G2
 from ops.elementwise import KernelConfig
 from ops.field import Fr
+from ops.limbs import Unroll
 
 GOALS = {("ntt", 20): 0.5e-3, ("ntt", 24): 10e-3, ("msm_G1", 20): 20e-3, ("msm_G1", 22): 60e-3,
          ("msm_G1", 24): 110e-3, ("msm_G2", 20): 60e-3}
@@ -201,7 +202,8 @@ def bench_msm(curve, log_ns, out, reps, bits=(), config=None, windows=()):
     name = f"msm_{curve.name}" + ("_fused_split" if cfg.fused_split and curve.split else "") + (
         "_unsplit" if curve.name == "G2" and not curve.split else "") + (
         "_xyzz" if cfg.xyzz and not curve.split else "") + (
-        "_prefetch" if cfg.prefetch and not curve.split else "")
+        "_prefetch" if cfg.prefetch and not curve.split else "") + (
+        f"_rows{curve.config.unroll.mul_rows}" if curve.config.unroll.mul_rows != 1 else "")
 
     def one(case, ln, sc, window=None):
         n = 1 << ln
@@ -385,14 +387,20 @@ def main():
                          "each boolean fields joined by '+' set on the default config: e.g. "
                          "'xyzz,prefetch,xyzz+prefetch' (hypotheses 55 and 56: XYZZ buckets, the "
                          "pipelined walk of the fused accumulation's first level)")
+    ap.add_argument("--g1-mul-rows", default="",
+                    help="G1 sizes (--g1) also with k rows of the rolled PTX product per loop "
+                         "step, comma-separated k (Unroll.mul_rows; hypothesis 59)")
     ap.add_argument("--out", default=None)
     a = ap.parse_args()
     if a.hold_gib < 0 or (a.msm_gib is not None and a.msm_gib <= 0):
         ap.error("--hold-gib must be at least 0 and --msm-gib above 0")
     try:
         g1_variants = config_variants(a.g1_configs)
+        g1_rows = [int(k) for k in a.g1_mul_rows.split(",") if k.strip()]
+        for k in g1_rows:
+            Unroll(mul_rows=k)
     except ValueError as e:
-        ap.error(str(e))
+        ap.error(f"--g1-configs / --g1-mul-rows: {e}")
     if a.ntt:
         bench_ntt(a.ntt, a.out, a.reps, [p for p in a.ntt_passes.split(",") if p])
     if a.to_coset:
@@ -401,6 +409,10 @@ def main():
         bench_msm(G1, a.g1, a.out, a.reps, a.bits, windows=a.windows)
         for cfg in g1_variants if a.g1 else ():
             bench_msm(G1, a.g1, a.out, a.reps, config=cfg)
+        for k in g1_rows if a.g1 else ():
+            rows = dataclasses.replace(G1.config.unroll, mul_rows=k)
+            bench_msm(dataclasses.replace(G1, config=dataclasses.replace(G1.config, unroll=rows)),
+                      a.g1, a.out, a.reps)
     if a.profile:
         bench_profile(a.profile, a.out, a.reps)
     if a.g2:

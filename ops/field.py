@@ -130,7 +130,8 @@ class FpArith:
 
     def mul(self, a, b):
         if "mul" in self.ptx:
-            return ptx.montgomery_mul(a, b, self.pl, self.n0, rolled=not self.unroll.mul)
+            return ptx.montgomery_mul(a, b, self.pl, self.n0, rolled=not self.unroll.mul,
+                                      rows_per_step=self.unroll.mul_rows)
         return _traced_once(limbs.montgomery_mul, (self.pl, self.n0, self.unroll), a, b)
 
     def sqr(self, a):

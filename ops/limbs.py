@@ -49,11 +49,22 @@ class Unroll:
       per group instead of once per product (smaller kernels, some speed lost).
     inner: unroll the inner (limb) loop of each CIOS step; rolled, a
       multiplication is two nested loops of a few operations each.
+    mul_rows: CIOS rows per step of the rolled outer loop where the product
+      is inline PTX (``ops.ptx.montgomery_mul``; the largest divisor of the
+      limb count not above it): each step ends by rotating b's limbs
+      through the loop carry, L register moves, so k rows per step pay
+      L/k moves a row (bench/NOTES.md hypothesis 59; 1: one row a step).
     """
     chains: bool = False
     mul: bool = False
     table: bool = False
     inner: bool = True
+    mul_rows: int = 1
+
+    def __post_init__(self):
+        if not isinstance(self.mul_rows, int) or isinstance(self.mul_rows, bool) \
+                or self.mul_rows < 1:
+            raise ValueError(f"Unroll.mul_rows must be a positive int, got {self.mul_rows!r}")
 
 
 ROLLED = Unroll(False, False)

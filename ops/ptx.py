@@ -232,25 +232,31 @@ def _programs(p: tuple, n0: int):
             montgomery_row_asm(p, n0), cond_sub_asm(p))
 
 
-def montgomery_mul(a, b, p: Sequence[int], n0: int, rolled: bool = True) -> list:
+def montgomery_mul(a, b, p: Sequence[int], n0: int, rolled: bool = True,
+                   rows_per_step: int = 1) -> list:
     """a·b·R⁻¹ mod p.  Unrolled: one program of L rows (~4L² + 4L
-    instructions, fastest alone); rolled: a loop over the rows of b (one row
-    program per step, b's limbs rotating through the loop carry as in
-    ``ops.limbs``), then the conditional subtraction: a formula with a dozen
-    products stays a few thousand instructions instead of ~10k."""
+    instructions, fastest alone); rolled: a loop over the rows of b
+    (``rows_per_step`` row programs per step, k: the largest divisor of L
+    not above it; b's limbs rotating by k through the loop carry as in
+    ``ops.limbs``, which costs L register moves a step), then the
+    conditional subtraction: a formula with a dozen products stays a few
+    thousand instructions instead of ~10k."""
     progs = _programs(tuple(p), n0)
     if not rolled:
         return call(progs[0], len(p), list(a) + list(b))
     L = len(p)
+    k = max(d for d in range(1, min(rows_per_step, L) + 1) if L % d == 0)
     a = [jnp.asarray(x).astype(jnp.uint32) for x in a]
     zero = jnp.zeros(jnp.broadcast_shapes(*(x.shape for x in list(a) + list(b))), jnp.uint32)
 
     def step(_, tb):
         t, bb = tb
-        return call(progs[3], L, t + a + [bb[0]]), bb[1:] + bb[:1]
+        for i in range(k):
+            t = call(progs[3], L, t + a + [bb[i]])
+        return t, bb[k:] + bb[:k]
 
     b = [jnp.broadcast_to(jnp.asarray(x).astype(jnp.uint32), zero.shape) for x in b]
-    t, _ = jax.lax.fori_loop(0, L, step, ([zero] * L, b))
+    t, _ = jax.lax.fori_loop(0, L // k, step, ([zero] * L, b))
     return call(progs[4], L, t)
 
 

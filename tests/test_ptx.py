@@ -136,6 +136,45 @@ def test_rolled_product_rows_then_conditional_subtraction(field):
 
 
 @pytest.mark.parametrize("field", sorted(FIELDS))
+@pytest.mark.parametrize("rows", [1, 2, 3, 5, 12])
+def test_rolled_product_with_several_rows_per_step(field, rows, monkeypatch):
+    """``montgomery_mul``'s rolled loop with k rows per step (k the largest
+    divisor of L not above ``rows``; b's limbs rotated by k a step, hypothesis
+    59): its JAX loop runs on the CPU with every inline-asm call executed by
+    the interpreter (a host callback per call), equal to a·b·R⁻¹ mod p."""
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+    p = FIELDS[field]
+    ar = FpArith(p)
+    L, R = ar.L, 1 << (32 * ar.L)
+    rng = random.Random(rows)
+    pairs = [(p - 1, p - 2), (1, p - 1)] + [(rng.randrange(p), rng.randrange(p)) for _ in range(4)]
+
+    def call(asm, n_out, rows_):
+        def host(*xs):
+            xs = [np.asarray(x) for x in xs]
+            outs = [run_ptx(asm, [None] * n_out + [int(x[i]) for x in xs])[:n_out]
+                    for i in range(xs[0].shape[0])]
+            return [np.asarray([o[j] for o in outs], np.uint32) for j in range(n_out)]
+        shape = jax.ShapeDtypeStruct(jnp.shape(rows_[0]), jnp.uint32)
+        return jax.pure_callback(host, [shape] * n_out, *rows_)
+
+    monkeypatch.setattr(ptx, "call", call)
+    a = [jnp.asarray([limbs_of(x, L)[j] for x, _ in pairs], jnp.uint32) for j in range(L)]
+    b = [jnp.asarray([limbs_of(y, L)[j] for _, y in pairs], jnp.uint32) for j in range(L)]
+    out = ptx.montgomery_mul(a, b, ar.pl, ar.n0, rolled=True, rows_per_step=rows)
+    got = [value([int(out[j][i]) for j in range(L)]) for i in range(len(pairs))]
+    assert got == [x * y * pow(R, -1, p) % p for x, y in pairs]
+
+
+def test_mul_rows_must_be_a_positive_int():
+    for bad in (0, -1, 2.0, True):
+        with pytest.raises(ValueError, match="mul_rows"):
+            Unroll(mul_rows=bad)
+
+
+@pytest.mark.parametrize("field", sorted(FIELDS))
 def test_modular_sum_and_difference(field):
     p = FIELDS[field]
     ar = FpArith(p)
@@ -197,6 +236,9 @@ def test_cuda_lowering_holds_one_asm_per_operation():
     ir = lowered(KernelConfig(debug=True, ptx=("mul",)))
     assert re.findall(asm, ir) == ["12", "12"]
     assert "scf.for" in ir and "setp.ne.u32" in ir
+    ir = lowered(KernelConfig(debug=True, ptx=("mul",), unroll=Unroll(mul_rows=3)))
+    assert re.findall(asm, ir) == ["12"] * 4                  # three rows a step, then cond_sub
+    assert re.search(r"scf\.for %\w+ = %\w+ to %c4_i32", ir)   # 12 rows in 4 steps
     assert "elementwise_inline_asm" not in lowered(KernelConfig(debug=True, ptx=()))
 
 

@@ -37,15 +37,16 @@ def debug_config(config: KernelConfig) -> KernelConfig:
     return dataclasses.replace(config, debug=True)
 
 
-def kernels(config: KernelConfig = KernelConfig()):
-    """name -> (function, argument shapes) for every kernel family we ship."""
+def kernels(config: KernelConfig | None = KernelConfig()):
+    """name -> (function, argument shapes) for every kernel family we ship,
+    each object with ``config`` (debug on), or with None each with its own
+    shipped config (G2: ``ops.curve.G2_CONFIG``; the NTT and SpMV kernels:
+    Fr's)."""
     from ops import curve, field, ntt, segsum, spmv, tower
-    cfg = debug_config(config)
-    Fq = dataclasses.replace(field.Fq, config=cfg)
-    Fr = dataclasses.replace(field.Fr, config=cfg)
-    Fq2 = dataclasses.replace(tower.Fq2, config=cfg)
-    G1 = dataclasses.replace(curve.G1, config=cfg)
-    G2 = dataclasses.replace(curve.G2, config=cfg)
+    own = lambda o: dataclasses.replace(                              # noqa: E731
+        o, config=debug_config(o.config if config is None else config))
+    Fq, Fr, Fq2, G1, G2 = (own(o) for o in (field.Fq, field.Fr, tower.Fq2, curve.G1, curve.G2))
+    cfg = Fr.config
     n = 1 << 20
     s = lambda *pre: jax.ShapeDtypeStruct(pre + (n,), jnp.uint32)
     i32 = lambda *shape: jax.ShapeDtypeStruct(shape, jnp.int32)

@@ -123,11 +123,13 @@ def compile_module(ir: str, num_warps: int, workdir: str) -> dict:
 
 def report(names=None, out=None, config=None) -> list[dict]:
     """One record per Triton kernel of each of ``names`` (default: every
-    kernel of ``bench.kernel_size.kernels``)."""
+    kernel of ``bench.kernel_size.kernels``), each object with ``config``
+    (default: its shipped one)."""
     from bench import kernel_size as K
     from ops.elementwise import KernelConfig
-    config = config or KernelConfig()
     kernels = K.kernels(config)
+    label = "shipped" if config is None else f"unroll={config.unroll}"
+    config = config or KernelConfig()          # the num_warps every kernel family ships with
     unknown = sorted(set(names or ()) - set(kernels))
     if unknown:
         raise ValueError(f"bench.sass: unknown kernels {unknown} (known: {sorted(kernels)})")
@@ -140,6 +142,7 @@ def report(names=None, out=None, config=None) -> list[dict]:
                 rec = {"case": "sass", "kernel": name, "module": i,
                        "function": func.group(1) if func else None, "arch": f"sm_{ARCH}a",
                        "num_warps": config.num_warps, "ptx_ops": ",".join(config.ptx) or "off",
+                       "config": label,
                        **compile_module(ir, config.num_warps, tmp),
                        "command": argv_command()}
                 emit(rec, out)
@@ -152,13 +155,19 @@ def main():
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--kernels", default="", help="comma-separated names of bench.kernel_size "
                                                   "(default: all)")
+    ap.add_argument("--mul-rows", type=int, default=None,
+                    help="every kernel with Unroll(mul_rows=K) (hypothesis 59) instead of its "
+                         "shipped config")
     ap.add_argument("--out", default=None, help="append the JSON records here")
     a = ap.parse_args()
     if importlib.util.find_spec("triton") is None:
         ap.error("bench.sass needs the triton package (pip install triton): it compiles the "
                  "kernels' Triton IR to PTX and ships ptxas and cuobjdump")
     try:
-        report([x for x in a.kernels.split(",") if x] or None, a.out)
+        from ops.elementwise import KernelConfig
+        from ops.limbs import Unroll
+        config = None if a.mul_rows is None else KernelConfig(unroll=Unroll(mul_rows=a.mul_rows))
+        report([x for x in a.kernels.split(",") if x] or None, a.out, config)
     except ValueError as e:
         ap.error(str(e))
 

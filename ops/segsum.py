@@ -239,9 +239,18 @@ def _step_kernels(curve: Curve, affine: bool, bn: int):
         j = prm_ref[4]
         e = w.start + j
         kcur = w.key_at(e)
-        a, Q = w.operands(j, [acc_ref[r] for r in range(w.n_acc)], w.key_at(e - 1), kcur)
-        T = _nest([t_ref[r] for r in range(math.prod(T_pre))], T_pre)
-        out = w.rows(w.C.madd_tail(T, a, Q) if affine else w.C.tail(T), w.acc_pre)
+        F = w.C.F
+        # madd_tail in an order that keeps few words live (the G2 tail spilled 680 bytes a
+        # lane with T, the accumulator and Q loaded together, bench/NOTES.md session 29):
+        # Q only for its identity flag, then the tail of T, then the accumulator to select
+        if affine:
+            Q = w.load(j, kcur)
+            q_inf = F.is_zero(Q[0]) & F.is_zero(Q[1])
+        R = w.C.tail(_nest([t_ref[r] for r in range(math.prod(T_pre))], T_pre))
+        if affine:
+            a = w.restarted(j, [acc_ref[r] for r in range(w.n_acc)], w.key_at(e - 1), kcur)
+            R = tuple(F.select(q_inf, p, r) for p, r in zip(a, R))
+        out = w.rows(R, w.acc_pre)
         for r, v in enumerate(out):
             acc_out[r] = v
         w.store(tgt_ref, out, j, kcur, w.key_at(e + 1), first_ref[...], last_ref[...], lf_ref[...])

@@ -972,10 +972,10 @@ def _free_device_bytes(x) -> int | None:
     compile again in the middle of a stream of proofs."""
     try:
         dev = next(iter(x.devices()))
-        st = dev.memory_stats()
-    except Exception:  # noqa: BLE001 - backends without memory stats
+    except Exception:  # noqa: BLE001 - not a placed array
         return None
-    if not st or "bytes_limit" not in st:
+    st = memory.device_stats(dev)
+    if st is None:
         return None
     free = int(0.8 * (st["bytes_limit"] - st.get("bytes_in_use", 0)))
     return 1 << (free.bit_length() - 1) if free > 0 else 0

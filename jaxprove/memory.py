@@ -83,15 +83,23 @@ def host_fits(nbytes: int, reserve: int = HOST_RESERVE, available: int | None = 
     return have is None or have - nbytes >= reserve
 
 
-def device_capacity(device) -> int | None:
-    """The most bytes JAX's allocator may hold on ``device`` (its
-    ``memory_stats()["bytes_limit"]``: the pool, e.g. 75% of a GPU's memory
-    by default), None where the backend does not say (the CPU)."""
+def device_stats(device) -> dict | None:
+    """``device.memory_stats()`` where it reports the allocator's pool
+    (``bytes_limit``, and ``bytes_in_use``), None where the backend does not
+    say (the CPU)."""
     try:
         st = device.memory_stats()
     except Exception:  # noqa: BLE001 - backends without memory stats
         return None
-    return int(st["bytes_limit"]) if st and "bytes_limit" in st else None
+    return st if st and "bytes_limit" in st else None
+
+
+def device_capacity(device) -> int | None:
+    """The most bytes JAX's allocator may hold on ``device`` (its pool's
+    ``bytes_limit``: e.g. 75% of a GPU's memory by default), None where the
+    backend does not say (the CPU)."""
+    st = device_stats(device)
+    return None if st is None else int(st["bytes_limit"])
 
 
 def gib(n: int) -> str:

@@ -21,16 +21,23 @@ import jax.numpy as jnp
 from ops.elementwise import KernelConfig
 
 
-def triton_op_counts(fn, *shapes) -> list[int]:
-    """Lower ``fn`` (a function built on ops.elementwise with config.debug on)
-    for CUDA and return the op count of each Triton kernel it contains."""
+def triton_modules(fn, *shapes) -> list[str]:
+    """The Triton IR texts of every Pallas kernel in ``fn``'s CUDA lowering
+    (``fn`` built with a ``KernelConfig(debug=True)``: Pallas prints them)."""
     buf = io.StringIO()
     with contextlib.redirect_stdout(buf):
         jax.jit(fn).trace(*shapes).lower(lowering_platforms=("cuda",))
-    counts = []
-    for ir in buf.getvalue().split("The Triton module")[1:]:
-        counts.append(len(re.findall(r"= (?:\"?)([a-z_]+\.[a-z_.]+)", ir)))
-    return counts
+    return buf.getvalue().split("The Triton module")[1:]
+
+
+def _op_count(ir: str) -> int:
+    return len(re.findall(r"= (?:\"?)([a-z_]+\.[a-z_.]+)", ir))
+
+
+def triton_op_counts(fn, *shapes) -> list[int]:
+    """Lower ``fn`` (a function built on ops.elementwise with config.debug on)
+    for CUDA and return the op count of each Triton kernel it contains."""
+    return [_op_count(ir) for ir in triton_modules(fn, *shapes)]
 
 
 def debug_config(config: KernelConfig) -> KernelConfig:
@@ -125,13 +132,10 @@ def pairing_op_counts(lanes: int = 3, programs=("pairing", "pairing_product_is_o
                      lambda p, q: pr.pairing_product_is_one([p] * 4, [q] * 4), (P, Q))}
         for prog in programs:
             fn, shapes = progs[prog]
-            buf = io.StringIO()
-            with contextlib.redirect_stdout(buf):
-                jax.jit(fn).trace(*shapes).lower(lowering_platforms=("cuda",))
-            for i, ir in enumerate(buf.getvalue().split("The Triton module")[1:]):
+            for i, ir in enumerate(triton_modules(fn, *shapes)):
                 name = re.search(r"tt.func (?:public )?@([\w$.]+)", ir)
                 key = f"{prog}/{i}:{name.group(1) if name else '?'}"
-                out[key] = len(re.findall(r"= (?:\"?)([a-z_]+\.[a-z_.]+)", ir))
+                out[key] = _op_count(ir)
     return out
 
 

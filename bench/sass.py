@@ -14,7 +14,7 @@ reads Triton's PTX version; ``$PTXAS`` overrides).
 On the H200 the same IR is compiled by jaxlib's own Triton and CUDA 13's
 ptxas, so counts can differ a little; the inline PTX of ``ops.ptx`` is the
 same text.  Loops are counted once (a rolled Montgomery product's row loop
-is one body): ``loop_body`` gives the instructions between each backward
+is one body): ``loop_bodies`` gives the instructions between each backward
 branch and its target.
 
     pip install triton                                   # the compiler (~300 MB)
@@ -28,15 +28,11 @@ the register-to-register moves (``MOV`` / ``IMAD.MOV``), and the loop bodies.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import importlib.util
-import io
 import os
 import re
 import subprocess
 import tempfile
-
-import jax
 
 from bench.common import argv_command, emit
 
@@ -44,15 +40,6 @@ ARCH = 90                    # the H200
 _SASS_LINE = re.compile(r"^\s+/\*([0-9a-f]{4,})\*/\s+(.*?)\s*;")
 _IMAD_MOV = re.compile(r"IMAD\.MOV\S*\s+R\d+, RZ, RZ, R\d+")     # a move of a register
 _BRANCH = re.compile(r"BRA\s+(?:`\(\.L_x_\d+\)|0x([0-9a-f]+))")
-
-
-def triton_modules(fn, *shapes) -> list[str]:
-    """The Triton IR texts of every Pallas kernel in ``fn``'s CUDA lowering
-    (``fn`` built with a ``KernelConfig(debug=True)``: Pallas prints them)."""
-    buf = io.StringIO()
-    with contextlib.redirect_stdout(buf):
-        jax.jit(fn).trace(*shapes).lower(lowering_platforms=("cuda",))
-    return buf.getvalue().split("The Triton module")[1:]
 
 
 def clean_ir(text: str) -> str:
@@ -137,7 +124,7 @@ def report(names=None, out=None, config=None) -> list[dict]:
     with tempfile.TemporaryDirectory() as tmp:
         for name in names or kernels:
             fn, shapes = kernels[name]
-            for i, ir in enumerate(triton_modules(fn, *shapes)):
+            for i, ir in enumerate(K.triton_modules(fn, *shapes)):
                 func = re.search(r"tt.func (?:public )?@([\w$.]+)", ir)
                 rec = {"case": "sass", "kernel": name, "module": i,
                        "function": func.group(1) if func else None, "arch": f"sm_{ARCH}a",

@@ -144,7 +144,9 @@ class MSMConfig:
                              f"the partial-sum reduction needs it to shrink at every level")
 
 
-GPU_CONFIG = MSMConfig(fused_split=True)
+# XYZZ buckets in the G1 accumulation (bench/NOTES.md hypothesis 55; session 30 on the H200:
+# MSM G1 at 2^24 276.0 -> 256.8 ms)
+GPU_CONFIG = MSMConfig(fused_split=True, xyzz=True)
 CPU_CONFIG = MSMConfig(lanes=1 << 8, small_lanes=1 << 5, min_steps=8, horner=True)
 
 

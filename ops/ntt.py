@@ -23,14 +23,14 @@ three radix-2 stages fused into one radix-8 kernel: each group of stages
 splits the array into its 8 strided parts by a reshape and slices (no
 gathers or scatters), calls one kernel and stacks the results back, so a
 2^24 transform is 8 passes over memory instead of 24.  On CUDA each group
-is, by default (``passes="inplace"``), one Pallas kernel that reads and
-writes the strided parts where they lie, without the slices and stacks
-around it: on the H200 2^27 in 137.9 ms instead of 154.7 ms, with 41% less
-XLA temporary memory (bench/NOTES.md hypothesis 31); ``passes="parts"``
-keeps the sliced form there too, and ``passes="loaded"`` is the in-place
-kernel with every twiddle loaded from the domain's table instead of derived
-from W by products (12 products per radix-8 block instead of 18;
-hypothesis 54, not yet measured on the GPU); benchmarks compare them.
+is one Pallas kernel that reads and writes the strided parts where they
+lie, without the slices and stacks around it (``passes="inplace"``: on the
+H200 2^27 in 137.9 ms instead of 154.7 ms, with 41% less XLA temporary
+memory, bench/NOTES.md hypothesis 31), by default with every twiddle loaded
+from the domain's table instead of derived from W by products
+(``passes="loaded"``: 12 products per radix-8 block instead of 18,
+hypothesis 54; 2^27 in 104.8 ms against 122.3 ms in place, session 30);
+``passes="parts"`` keeps the sliced form there too; benchmarks compare them.
 
 Bit-reversed orders: ``intt_to_bitrev`` and ``coset_intt_to_bitrev`` run the
 transposed passes (decimation in frequency: natural order in, bit-reversed
@@ -459,9 +459,10 @@ def _inplace(x, tw, log_n: int, inverse: bool, config: KernelConfig, dif: bool =
     return x.reshape(shape)
 
 
-# the transforms' passes (``_transform``) on CUDA: in place (bench/NOTES.md hypothesis 31,
-# measured in session 15); every transform takes ``passes=`` to choose
-PASSES = "inplace"
+# the transforms' passes (``_transform``) on CUDA: in place with the twiddles loaded from the
+# domain's table (bench/NOTES.md hypotheses 31 and 54; session 30 on the H200: 2^24 13.84 ->
+# 11.97 ms, 2^27 122.3 -> 104.8 ms); every transform takes ``passes=`` to choose
+PASSES = "loaded"
 PASS_FORMS = ("parts", "inplace", "loaded")
 _jit = functools.partial(jax.jit, static_argnames=("passes",))
 

@@ -50,10 +50,11 @@ class Unroll:
     inner: unroll the inner (limb) loop of each CIOS step; rolled, a
       multiplication is two nested loops of a few operations each.
     mul_rows: CIOS rows per step of the rolled outer loop where the product
-      is inline PTX (``ops.ptx.montgomery_mul``; the largest divisor of the
-      limb count not above it): each step ends by rotating b's limbs
-      through the loop carry, L register moves, so k rows per step pay
-      L/k moves a row (bench/NOTES.md hypothesis 59; 1: one row a step).
+      is inline PTX (``ops.ptx.montgomery_mul``; the largest even divisor of
+      the limb count not above max(mul_rows, 2): the even/odd accumulators
+      swap roles every row): each step ends by rotating b's limbs through
+      the loop carry, L register moves, so k rows per step pay L/k moves a
+      row (bench/NOTES.md hypothesis 59; 1 and 2: two rows a step).
     """
     chains: bool = False
     mul: bool = False

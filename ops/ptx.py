@@ -4,17 +4,23 @@ Triton has no add-with-carry: the portable limb code (``ops.limbs``) forms
 every limb product-accumulate in 64 bits and splits it, about 2000 thread
 instructions per 12-limb Montgomery product (research/arith-prototype).  PTX
 has the carry flag (``add.cc``/``addc``, ``mad.lo.cc``/``madc.hi``), with which
-a product is ~4L² + 4L instructions.  This module writes those programs as
+a product is ~2L² wide multiply-adds.  This module writes those programs as
 text and binds them inside Pallas (Triton) kernels as one
 ``tt.elementwise_inline_asm`` each.
 
-* ``montgomery_mul_asm(p, n0)``: a·b·R⁻¹ mod p, operand-scanning CIOS on
-  L + 1 words (no-carry variant: the top limb of p is below 2^31 − 1, so
-  every partial sum t + a·b_i + m·p < 2^33·p < 2^(32(L+1)) and the result of
-  each row is < 2p), then one conditional subtraction.  Row i:
-  t += a·b_i (low halves in one carry chain, high halves in a second),
-  m = t_0·n0 mod 2^32, t += m·p (t_0 becomes 0), t >>= 32 (a renaming of
-  registers: the zeroed word becomes the new top).
+* ``montgomery_mul_asm(p, n0)``: a·b·R⁻¹ mod p, operand-scanning CIOS
+  (no-carry variant: the top limb of p is below 2^31 − 1, so every partial
+  sum stays below 2^(32(L+1)) and the result is < 2p), then one conditional
+  subtraction; ``montgomery_rows_asm`` / ``merge_asm`` the same as a loop.
+  The accumulator is kept in two arrays (sppark's even/odd layout,
+  ``_row_lines``): the products of a's even limbs land on words (2k, 2k+1),
+  those of its odd limbs on (2k+1, 2k+2), so in each carry chain a
+  product's low and high halves are adjacent (``mad.lo.cc``, ``madc.hi.cc``
+  with the same factors), which ptxas emits as ONE ``IMAD.WIDE.U32.X``.
+  The textbook order (all low halves in one chain, all high halves in a
+  second) costs two SASS instructions per half, IMAD then IADD3.X: an Fq
+  product 1,256 SASS instructions against 440 (sm_90a, ptxas 13.4;
+  bench/NOTES.md hypothesis 61).
 * ``add_mod_asm(p)`` / ``sub_mod_asm(p)``: canonical (a ± b) mod p.
 
 Operands: ``$0 .. $(L-1)`` are the result limbs, then the limbs of a, then
@@ -92,70 +98,112 @@ def _minus_p_if_not_below(out, t, top: str, p) -> list[str]:
     return s
 
 
-def _mac_lines(t, tin, x, y: str, top_in: str, y_first: bool = False) -> list[str]:
-    """t (L + 1 words) = tin + x·y: x L words (registers or immediates), y
-    one word (written as the first factor with ``y_first``: immediates go
-    second); low halves in one carry chain, high halves in a second;
-    ``top_in``: tin's word L (a register or ``0``)."""
-    L = len(x)
-    xy = [f"{y}, {v}" if y_first else f"{v}, {y}" for v in x]
-    s = [f"mad.lo.cc.u32 {t[0]}, {xy[0]}, {tin[0]};"]
-    s += [f"madc.lo.cc.u32 {t[j]}, {xy[j]}, {tin[j]};" for j in range(1, L)]
-    s.append(f"addc.u32 {t[L]}, {top_in}, 0;")
-    s.append(f"mad.hi.cc.u32 {t[1]}, {xy[0]}, {t[1]};")
-    s += [f"madc.hi.cc.u32 {t[j + 1]}, {xy[j]}, {t[j + 1]};" for j in range(1, L - 1)]
-    s.append(f"madc.hi.u32 {t[L]}, {xy[L - 1]}, {t[L]};")
+def _cmad_lines(acc, x, y: str) -> list[str]:
+    """acc += x·y in the even/odd layout: acc[2k], acc[2k+1] += lo, hi(x[k]·y),
+    ONE carry chain (a product's two halves adjacent, so ptxas emits one
+    IMAD.WIDE.U32.X per product); the carry out is left set."""
+    s = []
+    for k, v in enumerate(x):
+        s.append(f"{'mad' if k == 0 else 'madc'}.lo.cc.u32 {acc[2 * k]}, {v}, {y}, {acc[2 * k]};")
+        s.append(f"madc.hi.cc.u32 {acc[2 * k + 1]}, {v}, {y}, {acc[2 * k + 1]};")
     return s
 
 
-def _reduce_lines(t, p, n0: int) -> list[str]:
-    """t += m·p with m = t_0·n0 mod 2^32: the low word becomes 0."""
-    return [f"mul.lo.u32 %m, {t[0]}, {_imm(n0)};"] + _mac_lines(t, t, [_imm(v) for v in p], "%m",
-                                                                 t[len(p)], y_first=True)
+def _rshift_cmad_lines(odd, x, y: str) -> list[str]:
+    """odd = (odd >> 64) + x·y in place, continuing the live carry chain:
+    odd[2k], odd[2k+1] = lo, hi(x[k]·y) + odd[2k+2], odd[2k+3] (zero past
+    the end); the chain ends at the top word."""
+    n, s = len(odd), []
+    for k, v in enumerate(x):
+        j = 2 * k
+        last = j + 2 >= n
+        s.append(f"madc.lo.cc.u32 {odd[j]}, {v}, {y}, {'0' if last else odd[j + 2]};")
+        s.append(f"madc.hi{'' if last else '.cc'}.u32 {odd[j + 1]}, {v}, {y}, "
+                 f"{'0' if last else odd[j + 3]};")
+    return s
+
+
+def _row_lines(even, odd, a, bi: str, p, n0: int) -> list[str]:
+    """One CIOS row in the even/odd layout (as sppark's ``mont_t``), in place.
+    In: T = Σ even[k]·2^(32k) + Σ_(k≥1) odd[k]·2^(32(k−1)) (odd[0] = 0).
+    Out: T + a·b_i + m·p = Σ even[k]·2^(32k) + Σ odd[k]·2^(32(k+1)), with
+    m = T_0'·n0 so that even[0] = 0: divided by 2^32 that is the In form of
+    the next row with the roles of the two arrays swapped.  even takes the
+    products of a's (and p's) even limbs, odd those of the odd limbs, so each
+    product's two halves are adjacent words of one carry chain."""
+    L = len(a)
+    s = [f"add.cc.u32 {even[0]}, {even[0]}, {odd[1]};"]
+    s += _rshift_cmad_lines(odd, a[1::2], bi)
+    s += _cmad_lines(even, a[0::2], bi)
+    s.append(f"addc.u32 {odd[L - 1]}, {odd[L - 1]}, 0;")
+    s.append(f"mul.lo.u32 %m, {even[0]}, {_imm(n0)};")         # word 0 is even[0] alone
+    s += _cmad_lines(odd, [_imm(v) for v in p[1::2]], "%m")    # no carry out: T < 2^(32(L+1))
+    s += _cmad_lines(even, [_imm(v) for v in p[0::2]], "%m")
+    s.append(f"addc.u32 {odd[L - 1]}, {odd[L - 1]}, 0;")
+    return s
+
+
+def _merge_lines(out, even, odd, p) -> list[str]:
+    """out = (even + (odd >> 32)) mod p, the sum below 2p."""
+    L = len(p)
+    r = [f"%r{j}" for j in range(L)]
+    s = [f"add.cc.u32 {r[0]}, {even[0]}, {odd[1]};"]
+    s += [f"addc.cc.u32 {r[k]}, {even[k]}, {odd[k + 1]};" for k in range(1, L - 1)]
+    s.append(f"addc.u32 {r[L - 1]}, {even[L - 1]}, 0;")
+    return s + _minus_p_if_not_below(out, r, "0", p)
+
+
+def _check_even(p):
+    if len(p) % 2:
+        raise ValueError(f"ops.ptx: the even/odd product needs an even limb count, got {len(p)}")
 
 
 def montgomery_mul_asm(p: Sequence[int], n0: int) -> str:
-    """PTX of the CIOS Montgomery product for the L-limb modulus p."""
+    """PTX of the Montgomery product a·b·R⁻¹ mod p for the L-limb modulus p
+    (L even): L CIOS rows in the even/odd layout (``_row_lines``), the two
+    accumulators merged, one conditional subtraction."""
+    _check_even(p)
     L = len(p)
     out, a, b = _operands(L, L, L)
-    t = [f"%t{j}" for j in range(L + 1)]          # t[L] is the extra word
-    s = [f"{{ .reg .u32 %t<{L + 1}>, %m, %top; .reg .pred %c;"]
-    # row 0: t = a·b_0
-    s += [f"mul.lo.u32 {t[j]}, {a[j]}, {b[0]};" for j in range(L)]
-    s.append(f"mul.hi.u32 {t[L]}, {a[L - 1]}, {b[0]};")
-    s.append(f"mad.hi.cc.u32 {t[1]}, {a[0]}, {b[0]}, {t[1]};")
-    s += [f"madc.hi.cc.u32 {t[j + 1]}, {a[j]}, {b[0]}, {t[j + 1]};" for j in range(1, L - 1)]
-    s.append(f"addc.u32 {t[L]}, {t[L]}, 0;")
+    even, odd = [f"%e{j}" for j in range(L)], [f"%o{j}" for j in range(L)]
+    s = [f"{{ .reg .u32 %e<{L}>, %o<{L}>, %r<{L}>, %m, %top; .reg .pred %c;"]
+    s += [f"mov.u32 {x}, 0;" for x in even + odd]
     for i in range(L):
-        if i:                                      # t += a·b_i
-            s += _mac_lines(t, t, a, b[i], t[L])
-        s += _reduce_lines(t, p, n0)
-        t = t[1:] + t[:1]                          # t >>= 32; the zero word is the new top
-    s += _minus_p_if_not_below(out, t, t[L], p)      # t < 2p
+        s += _row_lines(even, odd, a, b[i], p, n0)
+        even, odd = odd, even
+    s += _merge_lines(out, even, odd, p)
     s.append("}")
     return "\n".join(s)
 
 
-def montgomery_row_asm(p: Sequence[int], n0: int) -> str:
-    """PTX of one CIOS row, for a product kept as a loop (``Unroll.mul``
-    off): t' = (t + a·b_i + m·p) / 2^32, m = (t_0 + a_0·b_i)·n0 mod 2^32.
-    Operands: t' (L words), then t (L), a (L), b_i; t < 2p in, t' < 2p out."""
+def montgomery_rows_asm(p: Sequence[int], n0: int, k: int) -> str:
+    """PTX of k CIOS rows (k even), for a product kept as a loop (``Unroll.mul``
+    off).  Operands: even', odd' (L words each), then even, odd, a (L each),
+    b_i .. b_(i+k−1); the accumulators start at zero and end in
+    ``merge_asm``."""
+    _check_even(p)
+    if k < 2 or k % 2:
+        raise ValueError(f"montgomery_rows_asm: rows must be even and positive, got {k}")
     L = len(p)
-    out, tin, a, (bi,) = _operands(L, L, L, 1)
-    t = [f"%t{j}" for j in range(L + 1)]
-    s = [f"{{ .reg .u32 %t<{L + 1}>, %m;"]
-    s += _mac_lines(t, tin, a, bi, "0") + _reduce_lines(t, p, n0)
-    s += [f"mov.u32 {out[j]}, {t[j + 1]};" for j in range(L)]
+    eo, oo, even, odd, a, bs = _operands(L, L, L, L, L, k)
+    e, o = [f"%e{j}" for j in range(L)], [f"%o{j}" for j in range(L)]
+    s = [f"{{ .reg .u32 %e<{L}>, %o<{L}>, %m;"]
+    s += [f"mov.u32 {x}, {y};" for x, y in zip(e + o, even + odd)]
+    for bi in bs:
+        s += _row_lines(e, o, a, bi, p, n0)
+        e, o = o, e
+    s += [f"mov.u32 {x}, {y};" for x, y in zip(eo + oo, e + o)]
     s.append("}")
     return "\n".join(s)
 
 
-def cond_sub_asm(p: Sequence[int]) -> str:
-    """PTX of t mod p for t < 2p (operands: result, then t)."""
+def merge_asm(p: Sequence[int]) -> str:
+    """PTX of (even + (odd >> 32)) mod p, the rolled product's last step
+    (operands: result, then even, odd)."""
     L = len(p)
-    out, t = _operands(L, L)
-    s = ["{ .reg .u32 %top; .reg .pred %c;"]
-    s += _minus_p_if_not_below(out, t, "0", p)
+    out, even, odd = _operands(L, L, L)
+    s = [f"{{ .reg .u32 %r<{L}>, %top; .reg .pred %c;"]
+    s += _merge_lines(out, even, odd, p)
     s.append("}")
     return "\n".join(s)
 
@@ -228,36 +276,40 @@ def call(asm: str, n_out: int, rows: Sequence) -> list:
 
 @functools.lru_cache(maxsize=None)
 def _programs(p: tuple, n0: int):
-    return (montgomery_mul_asm(p, n0), add_mod_asm(p), sub_mod_asm(p),
-            montgomery_row_asm(p, n0), cond_sub_asm(p))
+    return montgomery_mul_asm(p, n0), add_mod_asm(p), sub_mod_asm(p), merge_asm(p)
+
+
+@functools.lru_cache(maxsize=None)
+def _rows_program(p: tuple, n0: int, k: int):
+    return montgomery_rows_asm(p, n0, k)
 
 
 def montgomery_mul(a, b, p: Sequence[int], n0: int, rolled: bool = True,
-                   rows_per_step: int = 1) -> list:
-    """a·b·R⁻¹ mod p.  Unrolled: one program of L rows (~4L² + 4L
-    instructions, fastest alone); rolled: a loop over the rows of b
-    (``rows_per_step`` row programs per step, k: the largest divisor of L
-    not above it; b's limbs rotating by k through the loop carry as in
-    ``ops.limbs``, which costs L register moves a step), then the
+                   rows_per_step: int = 2) -> list:
+    """a·b·R⁻¹ mod p.  Unrolled: one program of L rows (~2L² wide
+    multiply-adds, fastest alone); rolled: a loop over the rows of b,
+    ``rows_per_step`` row programs' worth per step (k: the largest even
+    divisor of L not above max(rows_per_step, 2); b's limbs rotating by k
+    through the loop carry, L register moves a step), then the merge and
     conditional subtraction: a formula with a dozen products stays a few
     thousand instructions instead of ~10k."""
     progs = _programs(tuple(p), n0)
     if not rolled:
         return call(progs[0], len(p), list(a) + list(b))
     L = len(p)
-    k = max(d for d in range(1, min(rows_per_step, L) + 1) if L % d == 0)
+    k = max(d for d in range(2, max(rows_per_step, 2) + 1, 2) if L % d == 0)
+    rows = _rows_program(tuple(p), n0, k)
     a = [jnp.asarray(x).astype(jnp.uint32) for x in a]
     zero = jnp.zeros(jnp.broadcast_shapes(*(x.shape for x in list(a) + list(b))), jnp.uint32)
 
-    def step(_, tb):
-        t, bb = tb
-        for i in range(k):
-            t = call(progs[3], L, t + a + [bb[i]])
-        return t, bb[k:] + bb[:k]
+    def step(_, state):
+        even, odd, bb = state
+        eo = call(rows, 2 * L, even + odd + a + bb[:k])
+        return eo[:L], eo[L:], bb[k:] + bb[:k]
 
     b = [jnp.broadcast_to(jnp.asarray(x).astype(jnp.uint32), zero.shape) for x in b]
-    t, _ = jax.lax.fori_loop(0, L // k, step, ([zero] * L, b))
-    return call(progs[4], L, t)
+    even, odd, _ = jax.lax.fori_loop(0, L // k, step, ([zero] * L, [zero] * L, b))
+    return call(progs[3], L, even + odd)
 
 
 def add_mod(a, b, p: Sequence[int]) -> list:

@@ -120,27 +120,59 @@ def test_montgomery_product_is_abR_inverse(field):
 
 
 @pytest.mark.parametrize("field", sorted(FIELDS))
-def test_rolled_product_rows_then_conditional_subtraction(field):
-    """The rolled form: L row programs (b's limbs in turn), then cond_sub."""
+def test_rolled_product_rows_then_merge(field):
+    """The rolled form: row programs of two rows (b's limbs in turn) on the
+    even/odd accumulators from zero, then the merge and subtraction; the
+    accumulated value after each pair is the CIOS partial result."""
     p = FIELDS[field]
     ar = FpArith(p)
     L, R = ar.L, 1 << (32 * ar.L)
-    row, csub = ptx.montgomery_row_asm(ar.pl, ar.n0), ptx.cond_sub_asm(ar.pl)
+    rows, merge = ptx.montgomery_rows_asm(ar.pl, ar.n0, 2), ptx.merge_asm(ar.pl)
     for a, b in samples(p, 40, 3):
-        t = [0] * L
-        for bi in limbs_of(b, L):
-            t = run_ptx(row, [None] * L + t + limbs_of(a, L) + [bi])[:L]
-            assert value(t) < 2 * p
-        out = run_ptx(csub, [None] * L + t)[:L]
+        even, odd = [0] * L, [0] * L
+        bl = limbs_of(b, L)
+        for i in range(0, L, 2):
+            eo = run_ptx(rows, [None] * (2 * L) + even + odd + limbs_of(a, L) + bl[i:i + 2])
+            even, odd = eo[:L], eo[L:2 * L]
+            b_low = value(bl[:i + 2])
+            assert (value(even) + (value(odd) >> 32)) * pow(2, 32 * (i + 2), p) % p \
+                == a * b_low % p                     # T·2^(32(i+2)) ≡ a·(b mod 2^(32(i+2)))
+        out = run_ptx(merge, [None] * L + even + odd)[:L]
         assert value(out) == a * b * pow(R, -1, p) % p, (field, a, b)
+
+
+def test_rows_program_needs_an_even_count():
+    ar = FpArith(P_FQ)
+    for bad in (0, 1, 3):
+        with pytest.raises(ValueError, match="even"):
+            ptx.montgomery_rows_asm(ar.pl, ar.n0, bad)
+    with pytest.raises(ValueError, match="even limb count"):
+        ptx.montgomery_mul_asm((7, 5, 3), 1)
+
+
+def test_halves_of_a_product_are_adjacent_in_one_chain():
+    """The property the layout exists for (ptxas fuses such a pair into one
+    IMAD.WIDE.U32.X): every ``madc.hi`` directly follows the ``mad(c).lo``
+    with the same factors, writing the next word."""
+    ar = FpArith(P_FQ)
+    lines = [x.strip() for x in ptx.montgomery_mul_asm(ar.pl, ar.n0).split(";")]
+    mads = 0
+    for prev, line in zip(lines, lines[1:]):
+        if line.startswith(("madc.hi", "mad.hi")):
+            lo, hi = prev.split(None, 1), line.split(None, 1)
+            assert lo[0].startswith(("mad.lo", "madc.lo")), (prev, line)
+            assert [x.strip() for x in lo[1].split(",")[1:3]] == \
+                [x.strip() for x in hi[1].split(",")[1:3]], (prev, line)
+            mads += 1
+    assert mads == 2 * 12 * 12                    # a·b and m·p: L² products each
 
 
 @pytest.mark.parametrize("field", sorted(FIELDS))
 @pytest.mark.parametrize("rows", [1, 2, 3, 5, 12])
 def test_rolled_product_with_several_rows_per_step(field, rows, monkeypatch):
     """``montgomery_mul``'s rolled loop with k rows per step (k the largest
-    divisor of L not above ``rows``; b's limbs rotated by k a step, hypothesis
-    59): its JAX loop runs on the CPU with every inline-asm call executed by
+    even divisor of L not above max(``rows``, 2); b's limbs rotated by k a
+    step, hypothesis 59): its JAX loop runs on the CPU with every inline-asm call executed by
     the interpreter (a host callback per call), equal to a·b·R⁻¹ mod p."""
     import jax
     import jax.numpy as jnp
@@ -211,8 +243,8 @@ def test_kernel_arith_uses_ptx_only_for_compiled_kernels():
 @pytest.mark.skipif(not ptx.AVAILABLE, reason="no Triton lowering in this jaxlib")
 def test_cuda_lowering_holds_one_asm_per_operation():
     """Lowered for CUDA on this host, Fq.mul with the product unrolled is one
-    12-result inline asm of the product program (rolled: the row program in a
-    loop, then the subtraction's), in a module that verifies (Pallas prints the Triton IR in
+    12-result inline asm of the product program (rolled: the rows program,
+    24 results, in a loop, then the merge's), in a module that verifies (Pallas prints the Triton IR in
     its custom form only then: result types must be signless i32); with
     ``ptx=False`` there is none."""
     import contextlib
@@ -234,11 +266,11 @@ def test_cuda_lowering_holds_one_asm_per_operation():
     assert re.findall(asm, ir) == ["12"]
     assert "madc.hi.cc.u32" in ir
     ir = lowered(KernelConfig(debug=True, ptx=("mul",)))
-    assert re.findall(asm, ir) == ["12", "12"]
-    assert "scf.for" in ir and "setp.ne.u32" in ir
-    ir = lowered(KernelConfig(debug=True, ptx=("mul",), unroll=Unroll(mul_rows=3)))
-    assert re.findall(asm, ir) == ["12"] * 4                  # three rows a step, then cond_sub
-    assert re.search(r"scf\.for %\w+ = %\w+ to %c4_i32", ir)   # 12 rows in 4 steps
+    assert re.findall(asm, ir) == ["24", "12"]      # two rows a step (even, odd), then the merge
+    assert re.search(r"scf\.for %\w+ = %\w+ to %c6_i32", ir) and "setp.ne.u32" in ir
+    ir = lowered(KernelConfig(debug=True, ptx=("mul",), unroll=Unroll(mul_rows=4)))
+    assert re.findall(asm, ir) == ["24", "12"]
+    assert re.search(r"scf\.for %\w+ = %\w+ to %c3_i32", ir)   # 12 rows in 3 steps
     assert "elementwise_inline_asm" not in lowered(KernelConfig(debug=True, ptx=()))
 
 

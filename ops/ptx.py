@@ -143,6 +143,17 @@ def _row_lines(even, odd, a, bi: str, p, n0: int) -> list[str]:
     return s
 
 
+def _rows_lines(even, odd, a, bs, p, n0: int):
+    """The rows of b's limbs ``bs`` in turn (``_row_lines``, the arrays'
+    roles swapping after each) -> (lines, even, odd) with the names of the
+    arrays in their roles after the last row."""
+    s = []
+    for bi in bs:
+        s += _row_lines(even, odd, a, bi, p, n0)
+        even, odd = odd, even
+    return s, even, odd
+
+
 def _merge_lines(out, even, odd, p) -> list[str]:
     """out = (even + (odd >> 32)) mod p, the sum below 2p."""
     L = len(p)
@@ -168,10 +179,8 @@ def montgomery_mul_asm(p: Sequence[int], n0: int) -> str:
     even, odd = [f"%e{j}" for j in range(L)], [f"%o{j}" for j in range(L)]
     s = [f"{{ .reg .u32 %e<{L}>, %o<{L}>, %r<{L}>, %m, %top; .reg .pred %c;"]
     s += [f"mov.u32 {x}, 0;" for x in even + odd]
-    for i in range(L):
-        s += _row_lines(even, odd, a, b[i], p, n0)
-        even, odd = odd, even
-    s += _merge_lines(out, even, odd, p)
+    rows, even, odd = _rows_lines(even, odd, a, b, p, n0)
+    s += rows + _merge_lines(out, even, odd, p)
     s.append("}")
     return "\n".join(s)
 
@@ -189,10 +198,8 @@ def montgomery_rows_asm(p: Sequence[int], n0: int, k: int) -> str:
     e, o = [f"%e{j}" for j in range(L)], [f"%o{j}" for j in range(L)]
     s = [f"{{ .reg .u32 %e<{L}>, %o<{L}>, %m;"]
     s += [f"mov.u32 {x}, {y};" for x, y in zip(e + o, even + odd)]
-    for bi in bs:
-        s += _row_lines(e, o, a, bi, p, n0)
-        e, o = o, e
-    s += [f"mov.u32 {x}, {y};" for x, y in zip(eo + oo, e + o)]
+    rows, e, o = _rows_lines(e, o, a, bs, p, n0)
+    s += rows + [f"mov.u32 {x}, {y};" for x, y in zip(eo + oo, e + o)]
     s.append("}")
     return "\n".join(s)
 

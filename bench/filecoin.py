@@ -104,14 +104,16 @@ from circuits.filecoin import sizes as Z
 from jaxprove import engine as E
 from jaxprove import filecoin_kinds as FK
 from jaxprove import groth16 as G
+from jaxprove import modes as MD
 from jaxprove import pce
+from jaxprove.modes import DOMAIN_VECTORS, G1_AFFINE, G2_AFFINE, NTT_VECTORS
 from ops import msm as M
 from ops import ntt as N
 from ops.curve import G1, G2
 from ops.field import Fr
 
 KINDS = ("winning-post", "window-post", "porep", "snap")
-G1_AFFINE, G2_AFFINE, FR_BYTES = 96, 192, 32
+FR_BYTES = MD.FR
 # host bytes per R1CS row while recording and extracting: 1.06 GB RSS for the
 # 7.24M rows of one 32GiB PoRep challenge (bench/results/record_cpu_p4b.jsonl),
 # with room for the CSR copies extraction makes
@@ -304,13 +306,6 @@ def _merged_msm_bytes(curve, bases: int, general: int, cfg) -> int:
             + (bases - general) * (4 * F + 32))
 
 
-# Fr vectors of the domain live at once while h is computed (groth16._h_coefficients: a, b, c,
-# one of them to the coset in its own buffer plus an NTT pass's output, the quotient's
-# temporaries).  Counted, not measured.
-NTT_VECTORS = 6
-# the ops.ntt.Domain: ω^j and ω^−j for j < m/2 (Fr): 1 vector (the coset powers are two
-# short tables, ops.ntt.PowerTable; until session 14 two more vectors of m)
-DOMAIN_VECTORS = 1
 SETUP_CHUNK_BYTES = 4 << 30   # one fixed-base chunk (2^20 G2 points, tables, temporaries), generous
 # the least MSM budget a key-resident 2^27 proof is planned with (it runs with 80% of the
 # device's free memory: groth16.prove_msms)
@@ -361,30 +356,30 @@ def plan(rows: int, num_vars: int, num_aux: int, dense_vars: int, matrices_bytes
         pad = (1 << (bits - 1).bit_length()) - bits
         g1, g2 = g1 + 3 * G1_AFFINE * pad, g2 + G2_AFFINE * pad
     key = g1 + g2
-    cfg = M.default_config()
-    if msm_budget is None:
-        msm = max(_merged_msm_bytes(G1, 2 * num_vars + num_aux + m - 1, 3 * dense_vars + m - 1,
-                                    cfg),
-                  _merged_msm_bytes(G2, num_vars, dense_vars, cfg))
-    else:
-        msm = FR_BYTES * num_vars + msm_budget
-    if spmv_bytes is None:
-        spmv_bytes = FR_BYTES * (num_vars + 4 * rows)
-    stages = (spmv_bytes, FR_BYTES * NTT_VECTORS * m, FR_BYTES * m + msm)
     setup = (FR_BYTES * (7 * num_vars + 2 * m) + (0 if keys_in_host else key)
              + SETUP_CHUNK_BYTES)
     host_setup = HOST_BYTES_PER_ROW * rows + (key if keys_in_host else 0)
+    record = HOST_BYTES_PER_ROW * rows
     if out_of_core is not None:
         if not keys_in_host:
             raise ValueError("plan: out_of_core needs keys_in_host")
-        msm_stage = FR_BYTES * num_vars + (out_of_core if msm_budget is None else msm_budget)
-        return Plan(rows, log_m, HOST_BYTES_PER_ROW * rows, key, setup,
-                    FR_BYTES * num_vars + max(out_of_core, msm_stage), host_setup,
+        return Plan(rows, log_m, record, key, setup,
+                    MD.peak_bytes(num_vars, num_aux, rows, matrices_bytes, "out-of-core",
+                                  msm_budget=msm_budget, out_of_core=out_of_core), host_setup,
                     key + 2 * matrices_bytes + G.out_of_core_host_bytes(rows))
-    return Plan(rows, log_m, HOST_BYTES_PER_ROW * rows, key, setup,
-                (0 if keys_in_host else key) + matrices_bytes
-                + FR_BYTES * (DOMAIN_VECTORS * m + num_vars) + max(stages),
-                host_setup)
+    held = 0 if keys_in_host else key
+    if msm_budget is not None:          # the per-MSM path: w ‖ r + the budget
+        prove = held + MD.peak_bytes(num_vars, num_aux, rows, matrices_bytes, "streaming",
+                                     spmv_bytes, msm_budget)
+    else:                               # one merged pass per curve
+        cfg = M.default_config()
+        merged = max(_merged_msm_bytes(G1, 2 * num_vars + num_aux + m - 1,
+                                       3 * dense_vars + m - 1, cfg),
+                     _merged_msm_bytes(G2, num_vars, dense_vars, cfg))
+        spmv = FR_BYTES * (num_vars + 4 * rows) if spmv_bytes is None else spmv_bytes
+        prove = (held + matrices_bytes + FR_BYTES * (DOMAIN_VECTORS * m + num_vars)
+                 + max(spmv, FR_BYTES * NTT_VECTORS * m, FR_BYTES * m + merged))
+    return Plan(rows, log_m, record, key, setup, prove, host_setup)
 
 
 def plan_from_counts(kind: str, size: str, challenges: int | None = None,
@@ -712,7 +707,8 @@ def run_case(kind: str, size: str, reps: int = 5, env: dict | None = None,
         _say(f"the SpMV's row blocks {'prepared' if host_plan.blocks else 'cut per proof'} "
              f"in {rec['host_plan_s']:.1f} s")
     res = E.Resident(pk, vk, m, _nbytes((pk, vk, m, dom, pos), device_only=True), dom, pos,
-                     host_plan, {})
+                     host_plan, {}, "resident" if not keys_in_host else
+                     "streaming" if out_of_core is None else "out-of-core", out_of_core)
     rec["key_bytes"], rec["resident_bytes"] = _nbytes((pk, vk)), res.nbytes
     ballast = None
     if device_budget is not None:

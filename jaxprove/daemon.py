@@ -62,7 +62,7 @@ import secrets
 import threading
 import time
 
-from jaxprove import atomic
+from jaxprove import atomic, modes
 from jaxprove import engine as E
 
 SERVICE = "jaxprove.v1.ProvingEngine"
@@ -87,6 +87,7 @@ class DaemonConfig:
     budget_bytes: int | None = None
     msm_budget_bytes: int | None = None
     out_of_core_bytes: int | None = None      # the 16 GB mode: a, b, c and h out of core
+    memory_mode: str = "auto"                 # per circuit, or one of modes.MODES for all
     verify: bool = True
     lookahead: int = 1
     devices: int | None = None                # use the first N local devices (None: all)
@@ -112,6 +113,9 @@ class DaemonConfig:
                             "within this many device bytes",
         "out_of_core_bytes": "the 16 GB mode: keys and matrices in host memory, A·w, B·w, C·w "
                              "and h out of core within this many device bytes",
+        "memory_mode": "auto: each circuit in the fastest mode that fits the device and "
+                       "budget_bytes (resident, streaming, the 16 GB mode; a budget above "
+                       "names the mode instead), or resident, streaming, out-of-core for all",
         "verify": "verify every proof before returning it",
         "lookahead": "batches whose witnesses the host builds ahead of the device",
         "devices": "use the first N local devices, one worker each (default: all)",
@@ -161,6 +165,9 @@ def load_config(path: str | None = None, **overrides) -> DaemonConfig:
             or ("str" in want and isinstance(v, str)))
         if not ok:
             raise ValueError(f"config: {k} = {v!r} is not of type {want}")
+    choices = ("auto",) + modes.MODES
+    if values.get("memory_mode", "auto") not in choices:
+        raise ValueError(f"config: memory_mode = {values['memory_mode']!r}; choose from {choices}")
     return DaemonConfig(**values)
 
 
@@ -244,11 +251,10 @@ class Service:
             registry = named_registry(config.registry)
         self.registry = registry if registry is not None else E.builtin_registry()
         if prover is None:
-            prover = E.Groth16Prover(config.keys_dir, config.pce_dir, config.setup_on_first_use,
-                                     config.setup_seed,
-                                     keys_in_host_memory=config.msm_budget_bytes is not None
-                                     or config.out_of_core_bytes is not None,
-                                     out_of_core_budget=config.out_of_core_bytes)
+            prover = E.Groth16Prover.from_settings(
+                config.keys_dir, config.pce_dir, config.setup_on_first_use, config.setup_seed,
+                config.memory_mode, config.msm_budget_bytes, config.out_of_core_bytes,
+                config.budget_bytes)
         if devices is None:
             devices = jax.local_devices()[:config.devices] if config.devices else None
         self.engine = E.Engine(self.registry, config.engine_config(), prover, devices,

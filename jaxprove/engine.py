@@ -34,7 +34,9 @@ stay in host memory, split once by the circuit's MSM positions
 (``groth16.streaming_key``: no host gathers per proof; one host copy for
 all devices), and only the chunks
 travel, so the device holds the matrices, the NTT domain and the working
-sets.
+sets.  ``Groth16Prover(memory_mode="auto")`` (the daemon's default) picks
+each circuit's mode (resident, streaming, the 16 GB mode) from the device's
+memory at its first load (``jaxprove.modes``).
 
 **Pipeline.**  One worker per device (``jax.devices()`` by default), each a
 pair of threads: a host thread takes the next batch from the shared
@@ -421,6 +423,7 @@ class Residency:
         device budgets its proofs settled on after running out of memory
         (``Resident.budgets``: step -> bytes; empty when none did)."""
         return [{"key": k, "bytes": e[1], "pins": e[2], "idle_s": now - e[3],
+                 "memory_mode": getattr(e[0], "mode", None),
                  "learned_budgets": dict(getattr(e[0], "budgets", None) or {})}
                 for k, e in self._entries.items()]
 
@@ -432,7 +435,10 @@ class Resident(NamedTuple):
     its ``groth16.msm_positions``; host_plan: out of core, the SpMV's row
     blocks for one instance, ``pce.host_plan``, in pinned host memory;
     budgets: the device budgets that served this circuit's steps where a
-    first plan ran out of memory, a dict ``memory.halving`` fills, or None)."""
+    first plan ran out of memory, a dict ``memory.halving`` fills, or None;
+    mode: its memory mode, ``modes.MODES``; out_of_core_budget: the 16 GB
+    mode's budget (None: in core); msm_budget: the MSMs' budget where the
+    engine gives none (None: the prover's default))."""
     pk: Any
     vk: Any
     matrices: Any
@@ -441,6 +447,9 @@ class Resident(NamedTuple):
     positions: Any = None
     host_plan: Any = None
     budgets: Any = None
+    mode: str = "resident"
+    out_of_core_budget: int | None = None
+    msm_budget: int | None = None
 
 
 class Prover(Protocol):
@@ -452,6 +461,7 @@ class Prover(Protocol):
     def prove(self, res: Resident, w, use: list, msm_budget_bytes: int | None, on_stage=None):
         """(proof batch, public inputs per instance (lists of ints), timings)
         for the instances where use[i]; the others are proved on a stand-in.
+        ``msm_budget_bytes``: the engine's (None: ``res.msm_budget``).
         ``on_stage(stage)``, if given, is called between the proof's stages
         (``groth16.prove``): the engine runs more urgent batches there."""
 
@@ -491,19 +501,45 @@ class Groth16Prover:
     its NTT buffers (~24 GiB on the device in core) never live on a 16 GB
     card.  The MSMs run within the engine's ``msm_budget_bytes``, else
     within the same budget.  ``load`` refuses (MemoryError) a circuit whose
-    mode's floor (``groth16.device_bytes_floor``) exceeds the device's pool,
-    before anything is placed, naming the mode that would fit."""
+    mode's floor (``modes.device_bytes_floor``) exceeds the device's pool,
+    before anything is placed, naming the mode that would fit.
+
+    ``memory_mode``: None (default) takes the mode from the two settings
+    above for every circuit (resident, streaming or the 16 GB mode), with
+    the budgets given; one of ``modes.MODES`` fixes that mode for every
+    circuit with budgets suggested from the device's memory
+    (``modes.plan``; ``out_of_core_budget`` where given); "auto" gives each
+    circuit the fastest mode whose estimated peak fits the device
+    (``modes.choose``) and whose lasting bytes fit ``resident_budget``
+    (the engine's residency budget, where given): on a 16 GB card a
+    WinningPoSt circuit stays resident while a 32GiB PoRep partition runs in
+    the 16 GB mode.  A circuit's mode is decided at its first load (from
+    that device's memory) and kept; the device's pool is
+    ``memory.device_capacity`` (unknown on the CPU: resident)."""
 
     def __init__(self, keys_dir: str | None = None, pce_dir: str | None = None,
                  setup_on_first_use: bool = False, setup_seed: int | None = None,
                  keys_in_host_memory: bool = False, verify_on_host: bool = True,
-                 out_of_core_budget: int | None = None):
+                 out_of_core_budget: int | None = None, memory_mode: str | None = None,
+                 resident_budget: int | None = None):
+        from jaxprove import modes
         if out_of_core_budget is not None and out_of_core_budget <= 0:
             raise ValueError(f"out_of_core_budget must be a positive number of bytes, "
                              f"got {out_of_core_budget}")
-        if out_of_core_budget is not None and not keys_in_host_memory:
-            raise ValueError("out_of_core_budget needs keys_in_host_memory: a key resident on "
-                             "the device would take the memory the out-of-core mode saves")
+        if memory_mode is None:
+            if out_of_core_budget is not None and not keys_in_host_memory:
+                raise ValueError("out_of_core_budget needs keys_in_host_memory: a key resident "
+                                 "on the device would take the memory the out-of-core mode "
+                                 "saves")
+        elif memory_mode not in modes.MODES + ("auto",):
+            raise ValueError(f"memory_mode must be one of {modes.MODES + ('auto',)} or None, "
+                             f"got {memory_mode!r}")
+        elif keys_in_host_memory or (out_of_core_budget is not None
+                                     and memory_mode != "out-of-core"):
+            raise ValueError(f"memory_mode {memory_mode!r} decides where the keys live: give "
+                             f"keys_in_host_memory only without it, and out_of_core_budget "
+                             f"only with the out-of-core mode")
+        self.memory_mode, self.resident_budget = memory_mode, resident_budget
         self.out_of_core_budget = out_of_core_budget
         self.keys_in_host_memory = keys_in_host_memory
         self.verify_on_host = verify_on_host
@@ -514,6 +550,26 @@ class Groth16Prover:
         self._r1cs: dict[str, Any] = {}
         self._matrices: dict[str, Any] = {}
         self._host_keys: dict[str, Any] = {}
+        self._plans: dict[str, Any] = {}
+
+    @classmethod
+    def from_settings(cls, keys_dir=None, pce_dir=None, setup_on_first_use=False,
+                      setup_seed=None, memory_mode: str = "auto",
+                      msm_budget_bytes: int | None = None, out_of_core_bytes: int | None = None,
+                      budget_bytes: int | None = None) -> "Groth16Prover":
+        """The prover of the daemon's and ``scripts/prove_batch.py``'s
+        settings.  ``memory_mode`` "auto" (their default): a budget given
+        names the mode of every circuit (``out_of_core_bytes``: the 16 GB
+        mode; ``msm_budget_bytes``: streaming), else each circuit gets the
+        fastest mode that fits the device and ``budget_bytes`` (the
+        residency budget).  A mode named (``modes.MODES``) is every
+        circuit's, with the budgets given or suggested."""
+        common = (keys_dir, pce_dir, setup_on_first_use, setup_seed)
+        if memory_mode == "auto" and (msm_budget_bytes is not None
+                                      or out_of_core_bytes is not None):
+            return cls(*common, keys_in_host_memory=True, out_of_core_budget=out_of_core_bytes)
+        return cls(*common, out_of_core_budget=out_of_core_bytes, memory_mode=memory_mode,
+                   resident_budget=budget_bytes)
 
     def _record(self, spec):
         with self._lock:
@@ -540,11 +596,44 @@ class Groth16Prover:
                 self._matrices[spec.topology] = pce.to_host(m)
             return self._matrices[spec.topology]
 
-    def _keys(self, spec, device, m, positions):
+    def _mode_plan(self, spec, m, device):
+        """The circuit's ``modes.ModePlan`` on ``device`` (``memory_mode``),
+        decided once per topology; MemoryError where the device cannot hold
+        even that mode's floor (``modes.check_fits_device``)."""
+        from jaxprove import memory, modes, pce
+        capacity = memory.device_capacity(device)
+        if self.memory_mode is None:
+            ooc = self.out_of_core_budget is not None
+            mode = "out-of-core" if ooc else \
+                "streaming" if self.keys_in_host_memory else "resident"
+            p = modes.ModePlan(mode, None, self.out_of_core_budget)
+        else:
+            with self._topo_lock(spec.topology):
+                if spec.topology not in self._plans:
+                    args = (m.num_vars, m.num_aux, m.rows, m.nbytes)
+                    spmv = pce.evaluate_bytes(m)
+                    if self.memory_mode == "auto":
+                        p = modes.choose(*args, capacity, spmv, self.resident_budget,
+                                         name=spec.topology)
+                    else:
+                        p = modes.plan(*args, self.memory_mode, capacity, spmv,
+                                       self.out_of_core_budget)
+                    gib = lambda x: "none" if x is None else memory.gib(x)   # noqa: E731
+                    log.info("%s: %s mode (MSM budget %s, out-of-core budget %s; estimated "
+                             "peak %s, device pool %s)", spec.topology, p.mode,
+                             gib(p.msm_budget_bytes), gib(p.out_of_core_bytes),
+                             gib(p.peak_bytes), "unknown" if capacity is None else gib(capacity))
+                    self._plans[spec.topology] = p
+                p = self._plans[spec.topology]
+        modes.check_fits_device(spec.topology, m.num_vars, m.num_aux, m.rows, m.nbytes, p.mode,
+                                capacity)
+        return p
+
+    def _keys(self, spec, device, m, positions, host: bool):
         """(pk, vk) on ``device``: from this prover's host copy, from the key
         store, or (setup on first use) from a setup run once per topology;
         ValueError if the key does not fit the circuit's matrices ``m``.
-        With ``keys_in_host_memory`` the proving key's point vectors stay in
+        With ``host`` (streaming and the 16 GB mode) the proving key's point vectors stay in
         host memory all the way (``groth16.POINT_VECTORS``), split by the
         circuit's MSM ``positions`` (``groth16.streaming_key``: built split by
         the setup, split one vector at a time where the store holds them
@@ -556,7 +645,6 @@ class Groth16Prover:
         from jaxprove import groth16 as G
         from ops import msm as M
         name = key_name(spec.topology)
-        host = self.keys_in_host_memory
         with self._topo_lock(spec.topology):
             if spec.topology in self._host_keys:
                 return G.place_keys(self._host_keys[spec.topology], device, host)
@@ -591,30 +679,29 @@ class Groth16Prover:
         import jax
 
         from jaxprove import groth16 as G
-        from jaxprove import memory, pce
+        from jaxprove import pce
         from ops import ntt as N
-        # out of core the matrices stay in host memory (row blocks go to the device per proof)
-        # and h needs no resident domain
-        ooc = self.out_of_core_budget is not None
         m = self._host_matrices(spec)
         # refused before anything is placed where the device cannot hold even the mode's floor
         # (e.g. a 32GiB partition's ~73 GiB key on a 16 GB card), naming the mode that fits
-        mode = "out-of-core" if ooc else "streaming" if self.keys_in_host_memory else "resident"
-        G.check_fits_device(spec.topology, m.num_vars, m.num_aux, m.rows, m.nbytes, mode,
-                            memory.device_capacity(device))
+        mp = self._mode_plan(spec, m, device)
+        # out of core the matrices stay in host memory (row blocks go to the device per proof)
+        # and h needs no resident domain
+        ooc = mp.mode == "out-of-core"
         m = m if ooc else jax.device_put(m, device)
         with jax.default_device(device):
             dom = None if ooc else N.domain(G.domain_log(m.rows))
             pos = G.msm_positions(m)
-        pk, vk = self._keys(spec, device, m, pos)
+        pk, vk = self._keys(spec, device, m, pos, host=mp.mode != "resident")
         nbytes = sum(int(x.nbytes) for x in jax.tree.leaves((pk, vk, m, dom, pos))
                      if isinstance(x, jax.Array))
         # out of core a proof is one instance (a batch of B needs B times the device memory):
         # its row blocks are cut once, into pinned host memory, not per proof, where the host
         # has room for them beside the proof's a, b, c and h
-        plan = pce.host_plan(m, 1, self.out_of_core_budget, device, prepared=None,
+        plan = pce.host_plan(m, 1, mp.out_of_core_bytes, device, prepared=None,
                              working=G.out_of_core_host_bytes(m.rows)) if ooc else None
-        return Resident(pk, vk, m, nbytes, dom, pos, plan, {})
+        return Resident(pk, vk, m, nbytes, dom, pos, plan, {}, mp.mode, mp.out_of_core_bytes,
+                        mp.msm_budget_bytes)
 
     def check(self, res, w) -> list:
         """Per instance None or why its witness fails (a·b ≠ c), so that one
@@ -625,12 +712,12 @@ class Groth16Prover:
         import numpy as np
 
         from jaxprove import pce
-        if self.out_of_core_budget is None:
+        if res.out_of_core_budget is None:
             first = pce.is_satisfied(res.matrices, w)[1]
         elif w.shape[1] == 1:
             return [None]
         else:
-            first = pce.evaluate_host(res.matrices, w, self.out_of_core_budget, check=True,
+            first = pce.evaluate_host(res.matrices, w, res.out_of_core_budget, check=True,
                                       learned=res.budgets)[3]
         return [None if r < 0 else f"the witness does not satisfy the circuit (first failing "
                 f"row {r})" for r in np.asarray(first).reshape(-1)]
@@ -645,13 +732,14 @@ class Groth16Prover:
         good = [i for i, u in enumerate(use) if u]
         if len(good) < len(use):
             w = w[:, jnp.asarray([i if u else good[0] for i, u in enumerate(use)])]
-        cfg = None if msm_budget_bytes is None else \
-            dataclasses.replace(M.default_config(), budget_bytes=msm_budget_bytes)
+        budget = res.msm_budget if msm_budget_bytes is None else msm_budget_bytes
+        cfg = None if budget is None else \
+            dataclasses.replace(M.default_config(), budget_bytes=budget)
         plan = res.host_plan if res.host_plan is not None and res.host_plan.batch == len(use) \
             else None
         proof, times = G.prove(res.pk, res.matrices, w, msm_config=cfg, domain=res.domain,
                                positions=res.positions, on_stage=on_stage,
-                               out_of_core_budget=self.out_of_core_budget, host_plan=plan,
+                               out_of_core_budget=res.out_of_core_budget, host_plan=plan,
                                learned_budgets=res.budgets)
         pub = Fr.to_int(np.asarray(w[:, :, 1:res.matrices.num_inputs]))
         return proof, [[int(v) for v in row] for row in pub], times

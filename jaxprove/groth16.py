@@ -47,6 +47,7 @@ from jax import lax
 import numpy as np
 
 from jaxprove import memory, pce, store
+from jaxprove.modes import domain_log
 from ops import aot, encoding
 from ops import four_step as FS
 from ops import msm as M
@@ -98,99 +99,12 @@ def _nonzero(rng) -> int:
     return rng.randrange(1, R)
 
 
-def domain_log(rows: int) -> int:
-    return max(1, (rows - 1).bit_length())
-
-
 def out_of_core_host_bytes(rows: int, batch: int = 1) -> int:
     """Host bytes an out-of-core proof of ``batch`` instances of a ``rows``-row
     circuit allocates (``_h_out_of_core``): a, b, c of the domain size, h
     written over a, counted as four vectors (the fetches' planes in flight,
     the SpMV's pinned block results)."""
     return 4 * 32 * batch << domain_log(rows)
-
-
-MODES = ("resident", "streaming", "out-of-core")
-
-
-def device_bytes_floor(num_vars: int, num_aux: int, rows: int, matrices_bytes: int,
-                       mode: str) -> int:
-    """A LOWER bound on the device bytes a proof of one instance needs in
-    ``mode`` (``MODES``), n = num_vars, m = 2^domain_log(rows):
-
-    * "resident" (the proving key on the device): the key's affine points,
-      96·(2n + num_aux + m − 1) bytes of G1 (A, B1, L, H) and 192·n of G2
-      (B2), plus what "streaming" needs;
-    * "streaming" (key in host memory, MSMs in chunks): the PCE matrices,
-      the domain's twiddles (32·m), the witness (32·n) and a, b, c (3·32·m),
-      which live together after the SpMV;
-    * "out-of-core" (the 16 GB mode): the witness and its copy w ‖ r beside
-      the MSMs (2·32·n).
-
-    Every real proof needs more (an MSM's working set, an NTT's output, the
-    compiler's scratch), so a device below this bound cannot run the mode at
-    all; it does not say that one above it can."""
-    if mode not in MODES:
-        raise ValueError(f"device_bytes_floor: mode must be one of {MODES}, got {mode!r}")
-    m = 1 << domain_log(rows)
-    if mode == "out-of-core":
-        return 2 * 32 * num_vars
-    need = matrices_bytes + 32 * m + 32 * num_vars + 3 * 32 * m
-    if mode == "resident":
-        need += 96 * (2 * num_vars + num_aux + m - 1) + 192 * num_vars
-    return need
-
-
-MARGIN = 1 << 30      # device bytes left beside a suggested budget (the compiler's scratch)
-
-
-def suggested_budgets(num_vars: int, rows: int, matrices_bytes: int, mode: str,
-                      capacity: int) -> dict:
-    """Starting budgets for ``mode`` on a device of ``capacity`` bytes, by
-    the byte counts of ``device_bytes_floor`` less ``MARGIN``: "streaming":
-    msm_budget_bytes = capacity − (matrices, the domain's twiddles, h, w and
-    w ‖ r: what lives beside an MSM); "out-of-core": out_of_core_bytes =
-    capacity − w (the SpMV row blocks and NTT sweeps run beside w) and
-    msm_budget_bytes = capacity − w − w ‖ r.  Each at least 256 MiB.  (For
-    a 14 GiB pool at 2^27 this gives 9.1 and 5.2 GiB, the 16 GB-mode
-    settings of bench/device/fc32.sh.)"""
-    m = 1 << domain_log(rows)
-    floor = lambda x: max(x - MARGIN, 256 << 20)                    # noqa: E731
-    if mode == "streaming":
-        return {"msm_budget_bytes": floor(capacity - matrices_bytes - 64 * m - 64 * num_vars)}
-    if mode == "out-of-core":
-        return {"out_of_core_bytes": floor(capacity - 32 * num_vars),
-                "msm_budget_bytes": floor(capacity - 64 * num_vars)}
-    raise ValueError(f"suggested_budgets: no budgets for mode {mode!r}")
-
-
-def check_fits_device(name: str, num_vars: int, num_aux: int, rows: int, matrices_bytes: int,
-                      mode: str, capacity: int | None) -> None:
-    """MemoryError, naming the shortfall and the settings that would fit,
-    when ``device_bytes_floor`` of ``mode`` exceeds the device's
-    ``capacity`` (bytes; None: not known, nothing checked)."""
-    if capacity is None:
-        return
-    floor = functools.partial(device_bytes_floor, num_vars, num_aux, rows, matrices_bytes)
-    need = floor(mode)
-    if need <= capacity:
-        return
-    fits = [m for m in MODES[MODES.index(mode) + 1:] if floor(m) <= capacity]
-    if fits:
-        budgets = suggested_budgets(num_vars, rows, matrices_bytes, fits[0], capacity)
-        start = ", ".join(f"{k} = {v} ({memory.gib(v)})" for k, v in budgets.items())
-        how = {"streaming": "keep the proving key in host memory (streaming mode)",
-               "out-of-core": "use the 16 GB mode (the key and the matrices in host memory)"}
-        advice = (f"; to prove it on this device, {how[fits[0]]}: e.g. {start} (daemon and "
-                  f"prove_batch.py flags of those names; a budget found too large is halved "
-                  f"and remembered)")
-    else:
-        advice = "; no mode of jaxprove fits it on this device"
-    raise MemoryError(
-        f"circuit {name} ({rows} rows, {num_vars} variables) needs at least "
-        f"{memory.gib(need)} of device memory in {mode} mode (the proving key, the PCE "
-        f"matrices and the vectors of its 2^{domain_log(rows)} domain), more than the "
-        f"device's {memory.gib(capacity)}{advice} (README, 'Keys, the daemon and batches')")
 
 
 # ------------------------------------------------------------------ setup

@@ -60,6 +60,10 @@ def define_flags():
     flags.DEFINE_integer("out_of_core_bytes", None,
                          "the 16 GB mode: a, b, c and h computed out of core within this many "
                          "device bytes per program; proving keys and matrices in host memory")
+    flags.DEFINE_enum("memory_mode", "auto", ["auto", "resident", "streaming", "out-of-core"],
+                      "auto: each circuit in the fastest mode that fits the device and "
+                      "--budget_bytes (a budget above names the mode instead); or one mode "
+                      "for all, budgets suggested from the device where not given")
     flags.DEFINE_bool("verify", True, "verify every proof before returning it")
     flags.DEFINE_bool("cache", True, "use the persistent compilation cache")
 
@@ -148,11 +152,9 @@ def main(argv):
             return 2
         rng = random.Random(FLAGS.seed) if FLAGS.seed is not None else secrets.SystemRandom()
         named = [(f"synthetic-{i:04d}", spec.synthetic(rng)) for i in range(FLAGS.synthetic)]
-    prover = E.Groth16Prover(FLAGS.keys_dir, FLAGS.pce_dir, FLAGS.setup_on_first_use,
-                             FLAGS.setup_seed,
-                             keys_in_host_memory=FLAGS.msm_budget_bytes is not None
-                             or FLAGS.out_of_core_bytes is not None,
-                             out_of_core_budget=FLAGS.out_of_core_bytes)
+    prover = E.Groth16Prover.from_settings(
+        FLAGS.keys_dir, FLAGS.pce_dir, FLAGS.setup_on_first_use, FLAGS.setup_seed,
+        FLAGS.memory_mode, FLAGS.msm_budget_bytes, FLAGS.out_of_core_bytes, FLAGS.budget_bytes)
     config = E.EngineConfig(max_batch_size=FLAGS.max_batch_size,
                             max_batch_wait_s=FLAGS.max_batch_wait_ms / 1000.0,
                             budget_bytes=FLAGS.budget_bytes,

@@ -421,7 +421,8 @@ def test_groth16_prover_keys_and_satisfaction_check(tmp_path):
     # out of core (the 16 GB mode): the same verdicts from host matrices in row blocks; a
     # batch of one is left to its proof, which refuses it (groth16.prove)
     ooc = E.Groth16Prover(keys_in_host_memory=True, out_of_core_budget=8000)
-    host = E.Resident(None, None, pce.to_host(pce.extract(r1cs)), 0)
+    host = E.Resident(None, None, pce.to_host(pce.extract(r1cs)), 0, mode="out-of-core",
+                      out_of_core_budget=8000)
     assert ooc.check(host, w) == got
     assert ooc.check(host, w[:, 1:]) == [None]
     with pytest.raises(ValueError, match="needs keys_in_host_memory"):
@@ -431,41 +432,42 @@ def test_groth16_prover_keys_and_satisfaction_check(tmp_path):
 
 
 def test_groth16_prover_refuses_a_circuit_the_device_cannot_hold(monkeypatch, tmp_path):
-    """A device too small for even the mode's floor (``groth16.device_bytes_floor``)
+    """A device too small for even the mode's floor (``modes.device_bytes_floor``)
     is refused at load, before anything is placed, with the mode that would fit
     named; a large enough one passes the check.  The floors by hand for the
     32GiB PoRep partition's counts: a 16 GB card is told to use the 16 GB mode."""
     from jaxprove import groth16 as G
     from jaxprove import memory
+    from jaxprove import modes as MD
 
     n, aux, rows, mat = 130_170_221, 130_169_893, 130_278_541, 8 << 30
     m = 1 << 27
     streaming = mat + 32 * m + 32 * n + 96 * m
-    assert G.device_bytes_floor(n, aux, rows, mat, "streaming") == streaming
-    assert G.device_bytes_floor(n, aux, rows, mat, "resident") == \
+    assert MD.device_bytes_floor(n, aux, rows, mat, "streaming") == streaming
+    assert MD.device_bytes_floor(n, aux, rows, mat, "resident") == \
         streaming + 96 * (2 * n + aux + m - 1) + 192 * n
-    assert G.device_bytes_floor(n, aux, rows, mat, "out-of-core") == 64 * n
+    assert MD.device_bytes_floor(n, aux, rows, mat, "out-of-core") == 64 * n
     with pytest.raises(MemoryError, match=r"resident mode.*use the 16 GB mode.*"
                                           r"out_of_core_bytes = (\d+).*msm_budget_bytes = (\d+)"):
-        G.check_fits_device("porep-32GiB", n, aux, rows, mat, "resident", 15 << 30)
+        MD.check_fits_device("porep-32GiB", n, aux, rows, mat, "resident", 15 << 30)
     # the suggested budgets: beside w (out of core) and beside w and w ‖ r (the MSMs), less 1 GiB
-    assert G.suggested_budgets(n, rows, mat, "out-of-core", 14 << 30) == {
+    assert MD.suggested_budgets(n, rows, mat, "out-of-core", 14 << 30) == {
         "out_of_core_bytes": (14 << 30) - 32 * n - (1 << 30),
         "msm_budget_bytes": (14 << 30) - 64 * n - (1 << 30)}
-    assert G.suggested_budgets(n, rows, mat, "streaming", 40 << 30) == {
+    assert MD.suggested_budgets(n, rows, mat, "streaming", 40 << 30) == {
         "msm_budget_bytes": (40 << 30) - mat - 64 * m - 64 * n - (1 << 30)}
-    assert G.suggested_budgets(n, rows, mat, "out-of-core", 8 << 30)["msm_budget_bytes"] == 256 << 20
+    assert MD.suggested_budgets(n, rows, mat, "out-of-core", 8 << 30)["msm_budget_bytes"] == 256 << 20
     with pytest.raises(MemoryError, match=r"streaming mode.*use the 16 GB mode"):
-        G.check_fits_device("porep-32GiB", n, aux, rows, mat, "streaming", 15 << 30)
+        MD.check_fits_device("porep-32GiB", n, aux, rows, mat, "streaming", 15 << 30)
     with pytest.raises(MemoryError, match=r"resident mode.*in host memory \(streaming.*"
                                           r"msm_budget_bytes = "):
-        G.check_fits_device("porep-32GiB", n, aux, rows, mat, "resident", 40 << 30)
+        MD.check_fits_device("porep-32GiB", n, aux, rows, mat, "resident", 40 << 30)
     with pytest.raises(MemoryError, match="no mode of jaxprove fits"):
-        G.check_fits_device("porep-32GiB", n, aux, rows, mat, "out-of-core", 4 << 30)
-    G.check_fits_device("porep-32GiB", n, aux, rows, mat, "resident", 104 << 30)   # an H200 pool
-    G.check_fits_device("porep-32GiB", n, aux, rows, mat, "resident", None)       # unknown: no check
+        MD.check_fits_device("porep-32GiB", n, aux, rows, mat, "out-of-core", 4 << 30)
+    MD.check_fits_device("porep-32GiB", n, aux, rows, mat, "resident", 104 << 30)   # an H200 pool
+    MD.check_fits_device("porep-32GiB", n, aux, rows, mat, "resident", None)       # unknown: no check
     with pytest.raises(ValueError, match="mode must be one of"):
-        G.device_bytes_floor(n, aux, rows, mat, "auto")
+        MD.device_bytes_floor(n, aux, rows, mat, "auto")
 
     spec = E.cubic_spec(2)
     prover = E.Groth16Prover(keys_dir=str(tmp_path / "none"), setup_on_first_use=True,
@@ -534,6 +536,85 @@ def test_groth16_prover_out_of_core_wiring(monkeypatch):
     assert res.host_plan.blocks is not None and seen["host_plan"] is res.host_plan
 
 
+def test_groth16_prover_memory_mode_auto(monkeypatch):
+    """``memory_mode="auto"``: each circuit's mode comes from the device's
+    pool at its first load (``modes.choose``) and is kept; load, check and
+    prove follow it (keys on the device or split in host memory, matrices
+    out of core, the budgets handed to ``groth16.prove``); the daemon's
+    settings map onto the prover (a budget given names the mode)."""
+    from jaxprove import daemon as D
+    from jaxprove import groth16 as G
+    from jaxprove import memory
+    from jaxprove import modes as MD
+    from jaxprove import pce
+
+    spec = E.cubic_spec(2)
+    m = pce.extract(spec.record())
+    counts, spmv = (m.num_vars, m.num_aux, m.rows, m.nbytes), pce.evaluate_bytes(m)
+    nv, na, nh = m.num_vars, m.num_aux, (1 << G.domain_log(m.rows)) - 1
+    z = lambda *shape: np.zeros(shape, np.uint32)
+    pk = G.ProvingKey(z(2, 12), z(2, 12), z(2, 2, 12), z(2, 12), z(2, 2, 12), z(2, 12, nv),
+                      z(2, 12, nv), z(2, 2, 12, nv), z(2, 12, na), z(2, 12, nh))
+    vk = G.VerifyingKey(z(2, 12), z(2, 2, 12), z(2, 2, 12), z(2, 2, 12), z(2, 12, m.num_inputs))
+    monkeypatch.setattr(G, "load_keys", lambda *a, **k: (pk, vk))
+    seen = {}
+
+    def prove(pk, matrices, w, **kw):
+        seen.clear()
+        seen.update(kw, pk=pk)
+        raise RuntimeError("stop here")
+
+    monkeypatch.setattr(G, "prove", prove)
+    w = spec.witness(spec.split({"x": [[3, 4]]}))
+    resident_cap = MD.MARGIN + MD.peak_bytes(*counts, "resident", spmv)
+    ooc_cap = MD.MARGIN + 64 * nv + MD.MIN_BUDGET          # below what streaming needs
+    for cap, budget, mode in ((resident_cap, None, "resident"),
+                              (resident_cap - 1, None, "streaming"),
+                              (resident_cap, MD.resident_bytes(*counts, "streaming"),
+                               "streaming"),
+                              (ooc_cap, None, "out-of-core")):
+        monkeypatch.setattr(memory, "device_capacity", lambda dev: cap)
+        prover = E.Groth16Prover(keys_dir="stored", memory_mode="auto", resident_budget=budget)
+        res = prover.load(spec, jax.devices()[0])
+        want = MD.choose(*counts, cap, spmv, budget)
+        assert (res.mode, res.msm_budget, res.out_of_core_budget) == (mode,) + want[1:3]
+        assert isinstance(res.pk.a, M.SplitBases) == (mode != "resident")
+        assert isinstance(res.matrices.a.cols, np.ndarray) == (mode == "out-of-core")
+        assert (res.domain is None) == (mode == "out-of-core")
+        assert prover.check(res, w) == [None]
+        for engine_budget in (None, 1 << 20):
+            with pytest.raises(RuntimeError, match="stop here"):
+                prover.prove(res, w, [True], engine_budget)
+            assert seen["out_of_core_budget"] == res.out_of_core_budget
+            got = seen["msm_config"] and seen["msm_config"].budget_bytes
+            assert got == (engine_budget or res.msm_budget)
+        # decided once per circuit: a load from a device of another size keeps the mode
+        monkeypatch.setattr(memory, "device_capacity", lambda dev: 1 << 50)
+        assert prover.load(spec, jax.devices()[0]).mode == mode
+    monkeypatch.setattr(memory, "device_capacity", lambda dev: 64 * nv)
+    with pytest.raises(MemoryError, match="cubic-2 .*fits no memory mode"):
+        E.Groth16Prover(keys_dir="stored", memory_mode="auto").load(spec, jax.devices()[0])
+
+    # the settings of the daemon and prove_batch.py
+    def settings(**kw):
+        p = E.Groth16Prover.from_settings("stored", **kw)
+        return p.memory_mode, p.keys_in_host_memory, p.out_of_core_budget, p.resident_budget
+
+    assert settings() == ("auto", False, None, None)
+    assert settings(budget_bytes=5) == ("auto", False, None, 5)
+    assert settings(msm_budget_bytes=5) == (None, True, None, None)
+    assert settings(out_of_core_bytes=7, msm_budget_bytes=5) == (None, True, 7, None)
+    assert settings(memory_mode="out-of-core", out_of_core_bytes=7) == \
+        ("out-of-core", False, 7, None)
+    with pytest.raises(ValueError, match="memory_mode 'streaming' decides where the keys live"):
+        settings(memory_mode="streaming", out_of_core_bytes=7)
+    with pytest.raises(ValueError, match="memory_mode must be one of"):
+        settings(memory_mode="fast")
+    with pytest.raises(ValueError, match="memory_mode = 'fast'; choose from"):
+        D.load_config(memory_mode="fast")
+    assert D.load_config().memory_mode == "auto"
+
+
 @pytest.mark.slow
 def test_engine_out_of_core_proof(tmp_path):
     """The engine's 16 GB mode end to end on a small circuit: keys and PCE
@@ -565,6 +646,46 @@ def test_engine_out_of_core_proof(tmp_path):
     assert res.nbytes < 1 << 16                     # key and matrices in host memory
     proof = G.proof_from_bytes(ra.proof)
     assert bool(np.all(np.asarray(G.verify(res.vk, ra.public, proof))))
+
+
+@pytest.mark.slow
+def test_engine_auto_memory_mode_proofs(tmp_path, monkeypatch):
+    """``memory_mode="auto"`` end to end: on a device whose pool holds the
+    smaller circuit's key but not the larger's, the engine proves the first
+    with its key resident and the second in streaming mode (key split in host
+    memory, MSMs in chunks); both proofs verify with the public inputs x³ + x."""
+    from conftest import R
+    from jaxprove import groth16 as G
+    from jaxprove import memory
+    from jaxprove import modes as MD
+    from jaxprove import pce
+
+    reg = E.builtin_registry(cubic_sizes=(2, 4), sha256_sizes=())
+    peak = {}
+    for k in (2, 4):
+        m = pce.extract(E.cubic_spec(k).record())
+        c = (m.num_vars, m.num_aux, m.rows, m.nbytes)
+        peak[k] = {x: MD.peak_bytes(*c, x, pce.evaluate_bytes(m)) for x in ("resident",
+                                                                          "streaming")}
+    cap = MD.MARGIN + peak[2]["resident"]
+    assert peak[4]["resident"] > peak[2]["resident"] and \
+        MD.MARGIN + peak[4]["streaming"] < cap            # the premise of the test
+    monkeypatch.setattr(memory, "device_capacity", lambda dev: cap)
+    prover = E.Groth16Prover(keys_dir=str(tmp_path / "keys"), setup_on_first_use=True,
+                             setup_seed=11, memory_mode="auto")
+    eng = E.Engine(reg, E.EngineConfig(), prover, devices=jax.devices()[:1])
+    xs = {2: [3, 4], 4: [5, 6, 7, 8]}
+    jobs = {k: eng.submit("cubic", k, {"x": [xs[k]]}) for k in xs}
+    eng.start()
+    got = {k: _done(eng, j, timeout=900) for k, j in jobs.items()}
+    modes = {r["topology"]: r["memory_mode"] for r in eng.status()["resident"]}
+    eng.shutdown()
+    assert modes == {"cubic-2": "resident", "cubic-4": "streaming"}
+    for k, r in got.items():
+        assert r.status == "done", r.error
+        assert r.public == [[(x ** 3 + x) % R for x in xs[k]]]
+        res = prover.load(E.cubic_spec(k), jax.devices()[0])
+        assert bool(np.all(np.asarray(G.verify(res.vk, r.public, G.proof_from_bytes(r.proof)))))
 
 
 @pytest.mark.slow

@@ -22,7 +22,8 @@ branch and its target.
     python3 -m bench.sass --kernels G1.madd,G1.segsum_A --out bench/results/sass.jsonl
 
 Each record: kernel, module index, num_warps, registers, spill stores and
-loads (bytes), stack frame, SASS instructions, the opcodes that occur most,
+loads (bytes), stack frame, compile seconds on this host (Triton's, and
+ptxas's alone), SASS instructions, the opcodes that occur most,
 the register-to-register moves (``MOV`` / ``IMAD.MOV``), and the loop bodies.
 """
 from __future__ import annotations
@@ -33,6 +34,7 @@ import os
 import re
 import subprocess
 import tempfile
+import time
 
 from bench.common import argv_command, emit
 
@@ -86,26 +88,34 @@ def parse_sass(sass: str) -> dict:
 
 
 def compile_module(ir: str, num_warps: int, workdir: str) -> dict:
-    """Triton IR text -> {registers, spill bytes, stack, SASS counts} for sm_90a."""
+    """Triton IR text -> {registers, spill bytes, stack, SASS counts, and the
+    seconds of Triton's compile (IR to cubin, its own ptxas run included) and
+    of our ptxas run alone} for sm_90a.  The seconds are this host's: what a
+    kernel's size costs at compile time, compared between versions here."""
     triton, GPUTarget, ptxas, cuobjdump = _tools()
     src = os.path.join(workdir, "kernel.ttir")
     with open(src, "w") as f:
         f.write(clean_ir(ir))
+    t = time.perf_counter()
     k = triton.compile(src, target=GPUTarget("cuda", ARCH, 32),
                        options={"num_warps": num_warps, "num_stages": 1})
+    triton_s = time.perf_counter() - t
     ptx = os.path.join(workdir, "kernel.ptx")
     with open(ptx, "w") as f:
         f.write(k.asm["ptx"])
     cubin = os.path.join(workdir, "kernel.cubin")
+    t = time.perf_counter()
     v = subprocess.run([ptxas, f"-arch=sm_{ARCH}a", "-v", ptx, "-o", cubin],
                        capture_output=True, text=True, check=True).stderr
+    ptxas_s = time.perf_counter() - t
     num = lambda pat: int(m.group(1)) if (m := re.search(pat, v)) else None   # noqa: E731
     sass = subprocess.run([cuobjdump, "-sass", cubin], capture_output=True, text=True,
                           check=True).stdout
     return {"registers": num(r"Used (\d+) registers"),
             "spill_stores": num(r"(\d+) bytes spill stores"),
             "spill_loads": num(r"(\d+) bytes spill loads"),
-            "stack_bytes": num(r"(\d+) bytes stack frame"), **parse_sass(sass)}
+            "stack_bytes": num(r"(\d+) bytes stack frame"), "triton_s": round(triton_s, 2),
+            "ptxas_s": round(ptxas_s, 2), **parse_sass(sass)}
 
 
 def report(names=None, out=None, config=None) -> list[dict]:

@@ -182,7 +182,7 @@ def _split_points(points, curve, s, pos: M.Positions, extra: int | None,
     word to ``streaming_key``'s split of the unsplit points."""
     n = s.shape[-1]
     bits, dense = np.asarray(pos.bits), np.asarray(pos.dense)
-    ds = s if not len(bits) else jnp.take(s, jnp.asarray(dense), axis=-1)
+    ds = s if M._whole(pos, n) else jnp.take(s, jnp.asarray(dense), axis=-1)
     if extra is not None:
         ds = jnp.concatenate([ds, jnp.asarray(Fr.from_int([extra]))], axis=-1)
         n += 1
@@ -255,18 +255,18 @@ def setup(r1cs, seed: int | None = None, progress=None, chunk: int | None = None
     points = functools.partial(fixed_base_points, chunk=chunk, host=host)
     if positions is None:
         a, b_g1, l_q = points(G1, u), points(G1, v), points(G1, lq)
-    else:
-        pv, pa = positions
-        common = _streaming_sizes(n_vars, n_vars - n_in, m - 1, len(pv.bits), len(pa.bits))
-        a, b_g1 = (_split_points(points, G1, x, pv, delta, common[0]) for x in (u, v))
-        l_q = _split_points(points, G1, lq, pa, None, common[1])
+    else:             # only the points of each query's positions: B's density is ~25%
+        sizes = _streaming_sizes(positions, m - 1)
+        a = _split_points(points, G1, u, positions.a, delta, sizes[0])
+        b_g1 = _split_points(points, G1, v, positions.b, delta, sizes[1])
+        l_q = _split_points(points, G1, lq, positions.l, None, sizes[2])
     h_q = points(G1, hq)
     ic_pts = fixed_base_points(G1, ic, chunk)
     jax.block_until_ready((a, b_g1, l_q, h_q, ic_pts))
     report("g1 points", time.perf_counter() - t0)
     consts2 = fixed_base_points(G2, jnp.asarray(Fr.from_int([beta, gamma, delta])), chunk)
     b_g2 = points(G2, v) if positions is None else \
-        _split_points(points, G2, v, positions.vars, delta, None)
+        _split_points(points, G2, v, positions.b, delta, None)
     jax.block_until_ready(b_g2)
     report("g2 points", time.perf_counter() - t0)
     pk = ProvingKey(alpha_g1=consts[..., 0], beta_g1=consts[..., 1], beta_g2=consts2[..., 0],
@@ -527,19 +527,29 @@ def _bcast(curve, pt, batch):
 
 
 class MSMPositions(NamedTuple):
-    """Where a circuit's MSM scalars are 0/1 (``ops.msm.Positions``): over
-    all variables (A, B1, B2) and over the aux variables (L)."""
-    vars: M.Positions
-    aux: M.Positions
+    """Each MSM's terms (``ops.msm.Positions``): a circuit's boolean
+    variables, 0/1 in every satisfying witness, one entry each; the
+    variables with no entry in a query's matrix left out (bellperson's
+    density: their points u_j(τ)·G, v_j(τ)·G are the identity).  ``a``: A
+    over all variables (every input, then ``a_aux_density``); ``b``: B1 and
+    B2 over all variables (``b_input_density``, ``b_aux_density``: ~25% of
+    a PoRep circuit's); ``l``: L over the aux variables."""
+    a: M.Positions
+    b: M.Positions
+    l: M.Positions
 
 
 def msm_positions(matrices: pce.Matrices) -> MSMPositions:
-    """The circuit's boolean variables (``matrices.bit_vars``) as resident
-    MSM positions, built once per circuit (``prove(..., positions=)``)."""
+    """The circuit's boolean variables (``matrices.bit_vars``) and densities
+    as resident MSM positions, built once per circuit (``prove(...,
+    positions=)``)."""
     bits = np.flatnonzero(np.asarray(matrices.bit_vars))
-    k = matrices.num_inputs
-    return MSMPositions(M.positions(matrices.num_vars, bits),
-                        M.positions(matrices.num_vars - k, bits[bits >= k] - k))
+    k, n = matrices.num_inputs, matrices.num_vars
+    a = np.concatenate([np.ones(k, bool), np.asarray(matrices.a_aux_density, bool)])
+    b = np.concatenate([np.asarray(matrices.b_input_density, bool),
+                        np.asarray(matrices.b_aux_density, bool)])
+    return MSMPositions(M.positions(n, bits, keep=a), M.positions(n, bits, keep=b),
+                        M.positions(n - k, bits[bits >= k] - k))
 
 
 def prove(pk: ProvingKey, matrices: pce.Matrices, w, seed: int | None = None,
@@ -774,17 +784,16 @@ def prove_msms(pk: ProvingKey, w, h, num_inputs: int, positions: MSMPositions, r
         msm_config = dataclasses.replace(msm_config or M.default_config(), budget_bytes=budget)
     if not (host or split) and (budget is None or
                                 _merged_bytes(pk, w, positions, msm_config) <= budget):
-        bits, bits_l = positions
         def one(k):                                    # (8, *batch) -> (8, *batch, 1)
             return k[..., None]
         d1, d2 = jnp.asarray(pk.delta_g1)[..., None], jnp.asarray(pk.delta_g2)[..., None]
         g1 = lap("msm_g1", M.msm_many(G1, [
-            M.Part(pk.a, w, 0, bits), M.Part(d1, one(r), 0),
-            M.Part(pk.b_g1, w, 1, bits), M.Part(d1, one(s), 1),
-            M.Part(pk.l, w[..., num_inputs:], 2, bits_l),
+            M.Part(pk.a, w, 0, positions.a), M.Part(d1, one(r), 0),
+            M.Part(pk.b_g1, w, 1, positions.b), M.Part(d1, one(s), 1),
+            M.Part(pk.l, w[..., num_inputs:], 2, positions.l),
             M.Part(pk.h, h, 3)], msm_config))
-        g2 = lap("msm_g2", M.msm_many(G2, [M.Part(pk.b_g2, w, 0, bits), M.Part(d2, one(s), 0)],
-                                       msm_config))
+        g2 = lap("msm_g2", M.msm_many(G2, [M.Part(pk.b_g2, w, 0, positions.b),
+                                            M.Part(d2, one(s), 0)], msm_config))
         ax = len(G1.proj)
         msm_a, msm_b1, msm_l, msm_h = (jnp.take(g1, o, axis=ax) for o in range(4))
         msm_b2 = jnp.take(g2, 0, axis=len(G2.proj))
@@ -794,9 +803,7 @@ def prove_msms(pk: ProvingKey, w, h, num_inputs: int, positions: MSMPositions, r
     # resident streaming key, here otherwise), δ the last dense base of A and B
     if not isinstance(pk.a, M.SplitBases):
         pk = streaming_key(pk, positions)
-    pv = positions.vars
-    delta_at = jnp.full((1,), key_num_vars(pk), jnp.int32)
-    pos_d = M.Positions(jnp.concatenate([jnp.asarray(pv.dense), delta_at]), jnp.asarray(pv.bits))
+    pos_a, pos_b = (_with_delta(p, key_num_vars(pk), jnp) for p in positions[:2])
 
     def hook(stage):
         return None if between_chunks is None else (lambda: between_chunks(stage))
@@ -821,12 +828,12 @@ def prove_msms(pk: ProvingKey, w, h, num_inputs: int, positions: MSMPositions, r
                                                       split_threshold=None), hook("msm_h"))
 
     # w ‖ r and w ‖ s (δ's scalar) one at a time: each is a copy of the witness
-    msm_a = split("msm_a", G1, pk.a, _append_scalar(w, r, batch), pos_d)
+    msm_a = split("msm_a", G1, pk.a, _append_scalar(w, r, batch), pos_a)
     ss = _append_scalar(w, s, batch)
-    msm_b1 = split("msm_b_g1", G1, pk.b_g1, ss, pos_d)
-    msm_b2 = split("msm_b_g2", G2, pk.b_g2, ss, pos_d)
+    msm_b1 = split("msm_b_g1", G1, pk.b_g1, ss, pos_b)
+    msm_b2 = split("msm_b_g2", G2, pk.b_g2, ss, pos_b)
     del ss
-    msm_l = split("msm_l", G1, pk.l, w[..., num_inputs:], positions.aux)
+    msm_l = split("msm_l", G1, pk.l, w[..., num_inputs:], positions.l)
     msm_h = lap("msm_h", retried("msm_h", dense))
     return lap("combine", _combine(fixed, msm_a, msm_b1, msm_b2, msm_l, msm_h, r, s))
 
@@ -834,13 +841,21 @@ def prove_msms(pk: ProvingKey, w, h, num_inputs: int, positions: MSMPositions, r
 MSM_RETRIES = memory.RETRIES     # halvings of the MSM budget after running out of device memory
 
 
-def _streaming_sizes(n_vars: int, n_l: int, n_h: int, n_bits: int = 0,
-                     n_bits_l: int = 0) -> list:
-    """The Pippenger sizes of the per-MSM path's dense parts for a key of
-    ``n_vars`` variables (A, B), ``n_l`` L and ``n_h`` H points: A/B1 (+ δ),
-    L, H; those within a factor of 4 of the largest are padded to it, so
-    they share one compiled program (None: its own size)."""
-    sizes = [n_vars + 1 - n_bits, n_l - n_bits_l, n_h]
+def _with_delta(pos: M.Positions, n: int, xp=np) -> M.Positions:
+    """``pos`` with position n (δ, the last base of A's and B's dense parts)
+    appended to its dense positions."""
+    at = xp.full((1,), n, np.int32)
+    return M.Positions(xp.concatenate([xp.asarray(pos.dense, np.int32), at]),
+                       xp.asarray(pos.bits))
+
+
+def _streaming_sizes(positions: MSMPositions, n_h: int) -> list:
+    """The Pippenger sizes of the per-MSM path's dense parts: A (+ δ),
+    B1 (+ δ), L, and H's ``n_h`` points; those within a factor of 4 of the
+    largest are padded to it, so they share one compiled program (None: its
+    own size)."""
+    sizes = [positions.a.dense.shape[0] + 1, positions.b.dense.shape[0] + 1,
+             positions.l.dense.shape[0], n_h]
     top = 1 << (max(sizes) - 1).bit_length()
     return [top if 4 * x >= top or x == 0 else None for x in sizes]
 
@@ -865,15 +880,15 @@ def streaming_key(pk: ProvingKey, positions: MSMPositions,
     ``fields``: the vectors to split now; splitting one at a time and
     dropping the unsplit key between calls holds the key plus about one
     vector (all at once: the key twice, 140 GiB for a 32GiB partition)."""
-    pv, pa = (M.Positions(np.asarray(p.dense), np.asarray(p.bits)) for p in positions)
+    pa, pb, pl = (M.Positions(np.asarray(p.dense), np.asarray(p.bits)) for p in positions)
     bad = [f for f in fields if f not in SPLIT_VECTORS or isinstance(getattr(pk, f), M.SplitBases)]
     if bad:
         raise ValueError(f"streaming_key: {', '.join(bad)} split already or not a split vector")
     n = key_num_vars(pk)
-    pos_d = M.Positions(np.concatenate([pv.dense, np.asarray([n], pv.dense.dtype)]), pv.bits)
-    common = _streaming_sizes(n, pk.l.shape[-1], pk.h.shape[-1], len(pv.bits), len(pa.bits))
-    how = {"a": (pos_d, common[0], pk.delta_g1), "b_g1": (pos_d, common[0], pk.delta_g1),
-           "b_g2": (pos_d, None, pk.delta_g2), "l": (pa, common[1], None)}
+    sizes = _streaming_sizes(positions, pk.h.shape[-1])
+    how = {"a": (_with_delta(pa, n), sizes[0], pk.delta_g1),
+           "b_g1": (_with_delta(pb, n), sizes[1], pk.delta_g1),
+           "b_g2": (_with_delta(pb, n), None, pk.delta_g2), "l": (pl, sizes[2], None)}
     return pk._replace(**{f: M.split_bases(getattr(pk, f), *how[f]) for f in fields})
 
 
@@ -899,10 +914,9 @@ def _merged_bytes(pk: ProvingKey, w, positions: MSMPositions, cfg: M.MSMConfig) 
     """The larger working set of the two merged MSM passes (``prove_msms``)."""
     G = math.prod(w.shape[1:-1])
     nv, nl, nh = pk.a.shape[-1], pk.l.shape[-1], pk.h.shape[-1]
-    nb, nbl = positions.vars.bits.shape[0], positions.aux.bits.shape[0]
-    g1 = [(nv, nv - nb, nb), (1, 1, 0), (nv, nv - nb, nb), (1, 1, 0), (nl, nl - nbl, nbl),
-          (nh, nh, 0)]
-    g2 = [(nv, nv - nb, nb), (1, 1, 0)]
+    a, b, l = ((p.dense.shape[0], p.bits.shape[0]) for p in positions)
+    g1 = [(nv, *a), (1, 1, 0), (nv, *b), (1, 1, 0), (nl, *l), (nh, nh, 0)]
+    g2 = [(nv, *b), (1, 1, 0)]
     c1 = cfg.window or M.choose_window(max(d for _, d, _ in g1))
     c2 = cfg.window or M.choose_window(max(d for _, d, _ in g2))
     return max(M.many_working_set_bytes(G1, g1, G, 4, c1, cfg),
@@ -1057,13 +1071,16 @@ def proof_from_bytes(data: bytes) -> Proof:
 
 # ------------------------------------------------------------------ keys on disk
 KEYS_FORMAT, KEYS_VERSION = "jaxprove-groth16-keys", 1
+# how a stored split key's vectors were split (``msm_positions``): a key split otherwise
+# would pair its bases with the wrong scalars, so it is refused
+SPLIT_BY = "density-v2"
 
 
 def save_keys(pk: ProvingKey, vk: VerifyingKey, directory: str, key: str) -> str:
     """Store both keys under ``directory/key`` (orbax, checksummed, atomic:
     ``jaxprove.store``); returns the entry's path.  Query vectors built split
     (``setup(positions=)``: ``ops.msm.SplitBases``) are stored as their two
-    parts, host (numpy) vectors as ``.npy`` files."""
+    parts, marked ``SPLIT_BY``, host (numpy) vectors as ``.npy`` files."""
     arrays, split = {}, {}
     for k, v in pk._asdict().items():
         if isinstance(v, M.SplitBases):
@@ -1072,7 +1089,8 @@ def save_keys(pk: ProvingKey, vk: VerifyingKey, directory: str, key: str) -> str
         else:
             arrays[f"pk.{k}"] = v
     arrays.update({f"vk.{k}": v for k, v in vk._asdict().items()})
-    return store.save(directory, key, arrays, KEYS_FORMAT, KEYS_VERSION, {"split": split})
+    return store.save(directory, key, arrays, KEYS_FORMAT, KEYS_VERSION,
+                      {"split": split, "split_by": SPLIT_BY})
 
 
 POINT_VECTORS = ("a", "b_g1", "b_g2", "l", "h")
@@ -1101,6 +1119,10 @@ def load_keys(directory: str, key: str, device=None, host: bool = False):
     if got is None:
         return None
     arrays, split = got[0], got[1].get("split", {})
+    if split and got[1].get("split_by") != SPLIT_BY:
+        raise ValueError(f"keys {key!r} in {directory}: its vectors were split by the MSM "
+                         f"positions of an older jaxprove (B over every variable; now B's "
+                         f"density, {SPLIT_BY!r}): run the setup again")
     try:
         pk = ProvingKey(**{k: M.SplitBases(arrays[f"pk.{k}.bits"], arrays[f"pk.{k}.dense"],
                                            int(split[k])) if k in split else arrays[f"pk.{k}"]

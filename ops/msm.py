@@ -888,8 +888,8 @@ class SplitBases(NamedTuple):
     """Affine bases ``(2, *fp, N)`` split once by their ``Positions``:
     ``bits`` the bases at ``positions.bits`` (in that order, zero-padded to a
     power of two, as ``bits_sum`` takes them) and ``dense`` those at
-    ``positions.dense`` (zero-padded to ``dense_size``; with no bit
-    positions, the whole vector in its own order).  ``msm_split`` takes
+    ``positions.dense`` (zero-padded to ``dense_size``; where every position
+    is dense, the whole vector in its own order).  ``msm_split`` takes
     them instead of the whole vector, so a streaming MSM over host bases
     gathers and pads nothing per call (at 2^27 points a host gather of the
     bases costs ~1 min).  ``shape`` is the unsplit vector's."""
@@ -920,9 +920,10 @@ def split_bases(bases, pos: "Positions", dense_size: int | None = None,
             x = xp.concatenate([x, xp.asarray(extra)[..., None]], axis=-1)
         return _pad_last(x, max(len(de), dense_size or 0))
 
-    if not len(bi):                           # no bits: the vector as it is (in its own order)
+    if _whole(pos, n):                        # all dense: the vector as it is (its own order)
         return SplitBases(xp.zeros(bases.shape[:-1] + (0,), bases.dtype), dense(bases), n)
-    bb = _pad_last(xp.take(bases, bi, axis=-1), _pow2(len(bi)))
+    bb = _pad_last(xp.take(bases, bi, axis=-1), _pow2(len(bi))) if len(bi) else \
+        xp.zeros(bases.shape[:-1] + (0,), bases.dtype)
     db = dense(xp.take(bases, de[:len(de) - (extra is not None)], axis=-1))
     return SplitBases(bb, db, n)
 
@@ -944,17 +945,22 @@ def _msm_presplit(curve: Curve, bases: SplitBases, scalars, pos, cfg: MSMConfig,
         bb = bases.bits
         flags = jnp.any(jnp.take(s, jnp.asarray(pos.bits), axis=-1) != 0, axis=0)
         bits = _pad_last(flags, bb.shape[-1])
-    if pos.dense.shape[0] or bits is None:
-        db = bases.dense                      # no bits: kept in its own order (split_bases)
-        ds = s if bits is None else jnp.take(s, jnp.asarray(pos.dense), axis=-1)
+    if pos.dense.shape[0]:
+        db = bases.dense                      # all dense: kept in its own order (split_bases)
+        ds = s if _whole(pos, bases.n) else jnp.take(s, jnp.asarray(pos.dense), axis=-1)
         ds = _pad_last(ds, db.shape[-1])
+    if bits is None and ds is None:           # every position left out: the identity
+        return curve.identity(batch)
     return _split_sum(curve, bb, bits, db, ds, cfg, on_chunk).reshape(curve.proj + batch)
 
 
 class Positions(NamedTuple):
     """The split of an MSM's N positions: ``dense`` (general scalars: a
     signed digit per window) and ``bits`` (0 or 1 in every vector: one entry
-    each, no windows), int32 index arrays that together list 0..N−1 once.
+    each, no windows), int32 index arrays that together list each of 0..N−1
+    at most once.  A position listed in neither is left out of the sum: its
+    base is the identity for this MSM (a circuit variable with no entry in
+    the query's matrix: bellperson's density) or its scalar is always zero.
     Built by ``positions``; a prover keeps them resident next to its key
     (building them is O(N) host work and an upload: ~0.2–0.7 s per proof
     at 2^24 variables)."""
@@ -962,9 +968,11 @@ class Positions(NamedTuple):
     bits: Any
 
 
-def positions(n: int, bit_positions=None, device: bool = True) -> Positions:
+def positions(n: int, bit_positions=None, device: bool = True, keep=None) -> Positions:
     """``Positions`` of N positions from host bit positions (ints in
-    [0, n), or None); device arrays unless ``device`` is False."""
+    [0, n), or None); ``keep``: a host bool mask ``(n,)`` of the positions
+    in the sum (None: all), the others left out (bit positions among them
+    too); device arrays unless ``device`` is False."""
     bi = np.zeros(0, np.int64) if bit_positions is None else \
         np.asarray(bit_positions, np.int64).reshape(-1)
     if bi.size and (bi.min() < 0 or bi.max() >= n):
@@ -973,12 +981,23 @@ def positions(n: int, bit_positions=None, device: bool = True) -> Positions:
     is_dense[bi] = False
     if np.count_nonzero(~is_dense) != bi.size:
         raise ValueError("bit positions must not repeat")
+    if keep is not None:
+        keep = np.asarray(keep, bool)
+        if keep.shape != (n,):
+            raise ValueError(f"keep must be a bool mask of shape ({n},), got {keep.shape}")
+        is_dense &= keep
+        bi = bi[keep[bi]]
     out = Positions(np.flatnonzero(is_dense).astype(np.int32), bi.astype(np.int32))
     return Positions(*map(jnp.asarray, out)) if device else out
 
 
+def _whole(pos: Positions, n: int) -> bool:
+    """Whether ``pos`` lists every one of the n positions as dense."""
+    return pos.bits.shape[0] == 0 and pos.dense.shape[0] == n
+
+
 def _check_positions(pos: Positions, n: int, name: str):
-    if pos.dense.ndim != 1 or pos.bits.ndim != 1 or pos.dense.shape[0] + pos.bits.shape[0] != n:
+    if pos.dense.ndim != 1 or pos.bits.ndim != 1 or pos.dense.shape[0] + pos.bits.shape[0] > n:
         raise ValueError(f"{name}: positions of {pos.dense.shape[0]} dense and "
                          f"{pos.bits.shape[0]} bit entries for {n} bases")
 
@@ -1079,6 +1098,8 @@ def msm_many(curve: Curve, parts: Sequence[Part], config: MSMConfig | None = Non
         outs.append(p.out)
     if sum(b.shape[-1] for b in bases) >= 1 << 31:
         raise ValueError("msm_many: more than 2^31 bases in one call")
+    if not any(d.shape[0] + b.shape[0] for d, b in zip(dense, bits)):   # no term at all
+        return curve.identity((max(outs) + 1,) + batch)
     c = check_window(cfg.window or choose_window(max(1, max(d.shape[0] for d in dense))),
                      (max(outs) + 1) * Gb)
     out = _many_jit(curve, tuple(outs), c, _traced(cfg), tuple(bases), tuple(scalars), tuple(dense),

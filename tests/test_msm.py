@@ -116,6 +116,34 @@ def test_bits_sum_and_split(g1_bases):
         M.bits_sum(G1, bases, jnp.ones((N + 1,), bool), CFG)
 
 
+def test_positions_leave_out_terms(g1_bases):
+    """Positions that list only some of the N positions (``positions(keep=)``:
+    a query's density) sum only those: msm_split over whole and presplit
+    bases (with and without bits, and none kept: the identity) and msm_many
+    equal the sum over the kept terms, computed with Python integers."""
+    ks, bases = g1_bases
+    rng = random.Random(11)
+    sc = [rng.randrange(R) for _ in range(N)]
+    bit_pos = np.arange(0, N, 3)
+    for i in bit_pos:
+        sc[i] = rng.randrange(2)
+    s = jnp.asarray(Fr.from_int(np.array([sc], dtype=object)))
+    keep = np.array([rng.random() < 0.4 for _ in range(N)])
+    keep[[0, 1]] = True, False                         # a kept bit and a left-out one
+    for bits, mask in ((bit_pos, keep), (None, keep), (bit_pos, np.zeros(N, bool))):
+        pos = M.positions(N, bits, keep=mask)
+        assert len(pos.dense) + len(pos.bits) == mask.sum()
+        want = _expected(ks, [x if k else 0 for x, k in zip(sc, mask)])
+        assert G1.to_affine_ints(M.msm_split(G1, bases, s, pos, CFG)[..., 0]) == want
+        host = M.positions(N, bits, device=False, keep=mask)
+        split = M.split_bases(np.asarray(bases), host)
+        assert G1.to_affine_ints(M.msm_split(G1, split, s, host, CFG)[..., 0]) == want
+        many = M.msm_many(G1, [M.Part(bases, s, 0, pos)], CFG)[..., 0, 0]
+        assert G1.to_affine_ints(many) == want
+    with pytest.raises(ValueError, match="keep must be a bool mask"):
+        M.positions(N, None, keep=np.ones(N - 1, bool))
+
+
 def test_bits_sum_in_chunks_within_a_budget(g1_bases, monkeypatch):
     """bits_sum under a budget: device and host bases in power-of-two chunks
     (each within the budget, with the next chunk's copy for host bases) give

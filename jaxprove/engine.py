@@ -675,6 +675,33 @@ class Groth16Prover:
                 self._r1cs.pop(spec.topology, None)
             return G.place_keys(keys, device, host)
 
+    @staticmethod
+    def _split_unless_merged(pk, pos, beside, device):
+        """A resident key as ``groth16.streaming_key`` splits it (on the
+        device, one vector at a time), where one proof's merged MSM passes
+        would not fit the device beside the key and ``beside``: its proofs
+        then take the per-MSM path, which would otherwise split the whole key
+        again at every proof (a second copy of A, B1, B2 and L: ~57 GB at
+        2^27), and B1 and B2 keep only B's density (~25%: ~28 GB less at
+        32GiB).  The estimate is for a batch of one."""
+        import jax
+
+        from jaxprove import groth16 as G
+        from jaxprove import memory
+        from ops import msm as M
+        capacity = memory.device_capacity(device)
+        if capacity is None:
+            return pk
+        held = sum(int(x.nbytes) for x in jax.tree.leaves((pk, beside))
+                   if isinstance(x, jax.Array))
+        w = jax.ShapeDtypeStruct((8, 1, G.key_num_vars(pk)), jax.numpy.uint32)
+        if G.merged_msm_bytes(pk, w, pos, M.default_config()) + held <= capacity:
+            return pk
+        log.info("the merged MSM passes do not fit beside the key: the key is split once")
+        for f in G.SPLIT_VECTORS:
+            pk = G.streaming_key(pk, pos, (f,))
+        return pk
+
     def load(self, spec, device) -> Resident:
         import jax
 
@@ -693,6 +720,8 @@ class Groth16Prover:
             dom = None if ooc else N.domain(G.domain_log(m.rows))
             pos = G.msm_positions(m)
         pk, vk = self._keys(spec, device, m, pos, host=mp.mode != "resident")
+        if mp.mode == "resident":
+            pk = self._split_unless_merged(pk, pos, (m, dom, pos), device)
         nbytes = sum(int(x.nbytes) for x in jax.tree.leaves((pk, vk, m, dom, pos))
                      if isinstance(x, jax.Array))
         # out of core a proof is one instance (a batch of B needs B times the device memory):

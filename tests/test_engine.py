@@ -591,6 +591,19 @@ def test_groth16_prover_memory_mode_auto(monkeypatch):
         # decided once per circuit: a load from a device of another size keeps the mode
         monkeypatch.setattr(memory, "device_capacity", lambda dev: 1 << 50)
         assert prover.load(spec, jax.devices()[0]).mode == mode
+    # resident, where one proof's merged MSM passes would not fit beside the key: the key is
+    # split once at load, on the device (the per-MSM path; B at its density)
+    monkeypatch.setattr(memory, "device_capacity", lambda dev: resident_cap)
+    monkeypatch.setattr(G, "merged_msm_bytes", lambda *a: resident_cap)
+    res = E.Groth16Prover(keys_dir="stored", memory_mode="auto").load(spec, jax.devices()[0])
+    assert res.mode == "resident" and all(
+        isinstance(getattr(res.pk, f), M.SplitBases) for f in G.SPLIT_VECTORS)
+    assert isinstance(res.pk.b_g2.dense, jax.Array)
+    pos = G.msm_positions(m)
+    assert res.pk.b_g2.dense.shape[-1] == len(pos.b.dense) + 1            # B's density, δ
+    monkeypatch.setattr(G, "merged_msm_bytes", lambda *a: 0)
+    res = E.Groth16Prover(keys_dir="stored", memory_mode="auto").load(spec, jax.devices()[0])
+    assert not isinstance(res.pk.a, M.SplitBases)                        # the merged passes fit
     monkeypatch.setattr(memory, "device_capacity", lambda dev: 64 * nv)
     with pytest.raises(MemoryError, match="cubic-2 .*fits no memory mode"):
         E.Groth16Prover(keys_dir="stored", memory_mode="auto").load(spec, jax.devices()[0])

@@ -602,6 +602,11 @@ class Groth16Prover:
         even that mode's floor (``modes.check_fits_device``)."""
         from jaxprove import memory, modes, pce
         capacity = memory.device_capacity(device)
+        import numpy as np
+        # the key as held: split (streaming, the 16 GB mode, a large resident one), B1 and B2
+        # keep only the variables that occur in B
+        b_vars = int(np.count_nonzero(np.asarray(m.b_input_density))
+                     + np.count_nonzero(np.asarray(m.b_aux_density)))
         if self.memory_mode is None:
             ooc = self.out_of_core_budget is not None
             mode = "out-of-core" if ooc else \
@@ -614,10 +619,10 @@ class Groth16Prover:
                     spmv = pce.evaluate_bytes(m)
                     if self.memory_mode == "auto":
                         p = modes.choose(*args, capacity, spmv, self.resident_budget,
-                                         name=spec.topology)
+                                         name=spec.topology, b_vars=b_vars)
                     else:
                         p = modes.plan(*args, self.memory_mode, capacity, spmv,
-                                       self.out_of_core_budget)
+                                       self.out_of_core_budget, b_vars)
                     gib = lambda x: "none" if x is None else memory.gib(x)   # noqa: E731
                     log.info("%s: %s mode (MSM budget %s, out-of-core budget %s; estimated "
                              "peak %s, device pool %s)", spec.topology, p.mode,
@@ -626,7 +631,7 @@ class Groth16Prover:
                     self._plans[spec.topology] = p
                 p = self._plans[spec.topology]
         modes.check_fits_device(spec.topology, m.num_vars, m.num_aux, m.rows, m.nbytes, p.mode,
-                                capacity)
+                                capacity, b_vars)
         return p
 
     def _keys(self, spec, device, m, positions, host: bool):
@@ -676,31 +681,31 @@ class Groth16Prover:
             return G.place_keys(keys, device, host)
 
     @staticmethod
-    def _split_unless_merged(pk, pos, beside, device):
-        """A resident key as ``groth16.streaming_key`` splits it (on the
-        device, one vector at a time), where one proof's merged MSM passes
-        would not fit the device beside the key and ``beside``: its proofs
-        then take the per-MSM path, which would otherwise split the whole key
-        again at every proof (a second copy of A, B1, B2 and L: ~57 GB at
-        2^27), and B1 and B2 keep only B's density (~25%: ~28 GB less at
-        32GiB).  The estimate is for a batch of one."""
+    def _split_resident(m, pos, dom, device) -> bool:
+        """Whether a resident key is held split (``groth16.streaming_key``,
+        placed on the device already split): where one proof's merged MSM
+        passes would not fit the device beside the whole key, the matrices
+        and the domain.  Its proofs then take the per-MSM path, which would
+        otherwise split the whole key again at every proof (a second copy of
+        A, B1, B2 and L: ~57 GB at 2^27), and B1 and B2 keep only B's
+        density (~25%: ~28 GB less at 32GiB).  The whole key never goes to
+        the device: it is split in host memory first.  The estimate is for
+        a batch of one."""
         import jax
+        import numpy as np
 
         from jaxprove import groth16 as G
-        from jaxprove import memory
+        from jaxprove import memory, modes
         from ops import msm as M
         capacity = memory.device_capacity(device)
         if capacity is None:
-            return pk
-        held = sum(int(x.nbytes) for x in jax.tree.leaves((pk, beside))
-                   if isinstance(x, jax.Array))
-        w = jax.ShapeDtypeStruct((8, 1, G.key_num_vars(pk)), jax.numpy.uint32)
-        if G.merged_msm_bytes(pk, w, pos, M.default_config()) + held <= capacity:
-            return pk
-        log.info("the merged MSM passes do not fit beside the key: the key is split once")
-        for f in G.SPLIT_VECTORS:
-            pk = G.streaming_key(pk, pos, (f,))
-        return pk
+            return False
+        held = sum(int(x.nbytes) for x in jax.tree.leaves((m, dom, pos))
+                   if isinstance(x, (jax.Array, np.ndarray)))
+        nh = (1 << G.domain_log(m.rows)) - 1
+        need = (G.merged_msm_bytes(m.num_vars, m.num_aux, nh, 1, pos, M.default_config())
+                + modes.key_bytes(m.num_vars, m.num_aux, m.rows) + held)
+        return need > capacity
 
     def load(self, spec, device) -> Resident:
         import jax
@@ -719,9 +724,13 @@ class Groth16Prover:
         with jax.default_device(device):
             dom = None if ooc else N.domain(G.domain_log(m.rows))
             pos = G.msm_positions(m)
-        pk, vk = self._keys(spec, device, m, pos, host=mp.mode != "resident")
-        if mp.mode == "resident":
-            pk = self._split_unless_merged(pk, pos, (m, dom, pos), device)
+        split = mp.mode == "resident" and self._split_resident(m, pos, dom, device)
+        if split:
+            log.info("%s: the merged MSM passes do not fit beside the key: the key is held "
+                     "split", spec.topology)
+        pk, vk = self._keys(spec, device, m, pos, host=mp.mode != "resident" or split)
+        if split:                          # split in host memory, then on the device
+            pk, vk = G.place_keys((pk, vk), device)
         nbytes = sum(int(x.nbytes) for x in jax.tree.leaves((pk, vk, m, dom, pos))
                      if isinstance(x, jax.Array))
         # out of core a proof is one instance (a batch of B needs B times the device memory):

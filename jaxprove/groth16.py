@@ -783,7 +783,9 @@ def prove_msms(pk: ProvingKey, w, h, num_inputs: int, positions: MSMPositions, r
     if budget is not None and (msm_config is None or msm_config.budget_bytes is None):
         msm_config = dataclasses.replace(msm_config or M.default_config(), budget_bytes=budget)
     if not (host or split) and (budget is None or
-                                merged_msm_bytes(pk, w, positions, msm_config) <= budget):
+                                merged_msm_bytes(pk.a.shape[-1], pk.l.shape[-1],
+                                                 pk.h.shape[-1], math.prod(batch), positions,
+                                                 msm_config) <= budget):
         def one(k):                                    # (8, *batch) -> (8, *batch, 1)
             return k[..., None]
         d1, d2 = jnp.asarray(pk.delta_g1)[..., None], jnp.asarray(pk.delta_g2)[..., None]
@@ -910,11 +912,12 @@ def _free_device_bytes(x) -> int | None:
     return 1 << (free.bit_length() - 1) if free > 0 else 0
 
 
-def merged_msm_bytes(pk: ProvingKey, w, positions: MSMPositions, cfg: M.MSMConfig) -> int:
+def merged_msm_bytes(nv: int, nl: int, nh: int, batch: int, positions: MSMPositions,
+                     cfg: M.MSMConfig) -> int:
     """The larger working set of the two merged MSM passes (``prove_msms``)
-    for witnesses of w's shape (only ``w.shape`` is read)."""
-    G = math.prod(w.shape[1:-1])
-    nv, nl, nh = pk.a.shape[-1], pk.l.shape[-1], pk.h.shape[-1]
+    of a key of ``nv`` variables, ``nl`` L and ``nh`` H points for
+    ``batch`` witnesses."""
+    G = batch
     a, b, l = ((p.dense.shape[0], p.bits.shape[0]) for p in positions)
     g1 = [(nv, *a), (1, 1, 0), (nv, *b), (1, 1, 0), (nl, *l), (nh, nh, 0)]
     g2 = [(nv, *b), (1, 1, 0)]

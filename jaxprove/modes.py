@@ -63,15 +63,19 @@ def _check_mode(mode: str, what: str) -> None:
         raise ValueError(f"{what}: mode must be one of {MODES}, got {mode!r}")
 
 
-def key_bytes(num_vars: int, num_aux: int, rows: int) -> int:
-    """The proving key's affine points: 96·(2n + num_aux + m − 1) bytes of G1
-    (A, B1, L, H) and 192·n of G2 (B2)."""
+def key_bytes(num_vars: int, num_aux: int, rows: int, b_vars: int | None = None) -> int:
+    """The proving key's affine points: 96·(n + b + num_aux + m − 1) bytes of
+    G1 (A, B1, L, H) and 192·b of G2 (B2), b = ``b_vars``, the variables
+    that occur in B (default n: the whole vectors; a key split by its
+    ``groth16.msm_positions`` keeps B1 and B2 at B's density, ~25% of a
+    PoRep circuit's, as bellperson's parameter files do)."""
     m = 1 << domain_log(rows)
-    return G1_AFFINE * (2 * num_vars + num_aux + m - 1) + G2_AFFINE * num_vars
+    b = num_vars if b_vars is None else b_vars
+    return G1_AFFINE * (num_vars + b + num_aux + m - 1) + G2_AFFINE * b
 
 
 def resident_bytes(num_vars: int, num_aux: int, rows: int, matrices_bytes: int,
-                   mode: str) -> int:
+                   mode: str, b_vars: int | None = None) -> int:
     """Device bytes that stay between proofs in ``mode``: resident, the key,
     the matrices and the domain; streaming, the matrices and the domain;
     out of core, none."""
@@ -80,15 +84,16 @@ def resident_bytes(num_vars: int, num_aux: int, rows: int, matrices_bytes: int,
         return 0
     m = 1 << domain_log(rows)
     held = matrices_bytes + FR * DOMAIN_VECTORS * m
-    return held + (key_bytes(num_vars, num_aux, rows) if mode == "resident" else 0)
+    return held + (key_bytes(num_vars, num_aux, rows, b_vars) if mode == "resident" else 0)
 
 
 def device_bytes_floor(num_vars: int, num_aux: int, rows: int, matrices_bytes: int,
-                       mode: str) -> int:
+                       mode: str, b_vars: int | None = None) -> int:
     """A LOWER bound on the device bytes a proof of one instance needs in
     ``mode``:
 
-    * "resident": the key (``key_bytes``), plus what "streaming" needs;
+    * "resident": the key (``key_bytes``, B at ``b_vars``), plus what
+      "streaming" needs;
     * "streaming": the PCE matrices, the domain's twiddles (32·m), the
       witness (32·n) and a, b, c (3·32·m), which live together after the SpMV;
     * "out-of-core": the witness and its copy w ‖ r beside the MSMs (2·32·n).
@@ -102,13 +107,13 @@ def device_bytes_floor(num_vars: int, num_aux: int, rows: int, matrices_bytes: i
         return 2 * FR * num_vars
     need = matrices_bytes + FR * m + FR * num_vars + 3 * FR * m
     if mode == "resident":
-        need += key_bytes(num_vars, num_aux, rows)
+        need += key_bytes(num_vars, num_aux, rows, b_vars)
     return need
 
 
 def peak_bytes(num_vars: int, num_aux: int, rows: int, matrices_bytes: int, mode: str,
                spmv_bytes: int | None = None, msm_budget: int | None = None,
-               out_of_core: int | None = None) -> int:
+               out_of_core: int | None = None, b_vars: int | None = None) -> int:
     """Estimated device peak of one proof in ``mode``: what stays
     (``resident_bytes``) + the witness (32·n) + the largest stage of
 
@@ -130,7 +135,7 @@ def peak_bytes(num_vars: int, num_aux: int, rows: int, matrices_bytes: int, mode
     m = 1 << domain_log(rows)
     spmv = FR * (num_vars + 4 * rows) if spmv_bytes is None else spmv_bytes
     msm = FR * m + w + (MIN_BUDGET if msm_budget is None else msm_budget)
-    return (resident_bytes(num_vars, num_aux, rows, matrices_bytes, mode) + w
+    return (resident_bytes(num_vars, num_aux, rows, matrices_bytes, mode, b_vars) + w
             + max(spmv, FR * NTT_VECTORS * m, msm))
 
 
@@ -157,7 +162,7 @@ def suggested_budgets(num_vars: int, rows: int, matrices_bytes: int, mode: str,
 
 def plan(num_vars: int, num_aux: int, rows: int, matrices_bytes: int, mode: str,
          capacity: int | None, spmv_bytes: int | None = None,
-         out_of_core: int | None = None) -> ModePlan:
+         out_of_core: int | None = None, b_vars: int | None = None) -> ModePlan:
     """``mode`` with its budgets on a device of ``capacity`` bytes: those of
     ``suggested_budgets`` (``out_of_core``, where given, is the out-of-core
     budget, and the MSMs' then default to it), none where the capacity is
@@ -172,14 +177,15 @@ def plan(num_vars: int, num_aux: int, rows: int, matrices_bytes: int, mode: str,
         raise ValueError("the out-of-core (16 GB) mode needs a budget, out_of_core_bytes, "
                          "where the device's memory is not known")
     peak = peak_bytes(num_vars, num_aux, rows, matrices_bytes, mode, spmv_bytes,
-                      budgets.get("msm_budget_bytes"), budgets.get("out_of_core_bytes"))
+                      budgets.get("msm_budget_bytes"), budgets.get("out_of_core_bytes"), b_vars)
     return ModePlan(mode, budgets.get("msm_budget_bytes"), budgets.get("out_of_core_bytes"),
                     peak)
 
 
 def choose(num_vars: int, num_aux: int, rows: int, matrices_bytes: int,
            capacity: int | None, spmv_bytes: int | None = None,
-           resident_budget: int | None = None, name: str = "the circuit") -> ModePlan:
+           resident_budget: int | None = None, name: str = "the circuit",
+           b_vars: int | None = None) -> ModePlan:
     """The fastest mode (``MODES`` in order) whose estimated peak
     (``peak_bytes`` with the ``suggested_budgets``) plus ``MARGIN`` fits
     ``capacity`` and whose lasting device bytes (``resident_bytes``) fit
@@ -187,11 +193,13 @@ def choose(num_vars: int, num_aux: int, rows: int, matrices_bytes: int,
     "resident" where the capacity is unknown (the CPU).  MemoryError when
     none fits, with the figures."""
     if capacity is None:
-        return plan(num_vars, num_aux, rows, matrices_bytes, "resident", None, spmv_bytes)
+        return plan(num_vars, num_aux, rows, matrices_bytes, "resident", None, spmv_bytes,
+                    b_vars=b_vars)
     tried = []
     for mode in MODES:
-        p = plan(num_vars, num_aux, rows, matrices_bytes, mode, capacity, spmv_bytes)
-        held = resident_bytes(num_vars, num_aux, rows, matrices_bytes, mode)
+        p = plan(num_vars, num_aux, rows, matrices_bytes, mode, capacity, spmv_bytes,
+                 b_vars=b_vars)
+        held = resident_bytes(num_vars, num_aux, rows, matrices_bytes, mode, b_vars)
         if p.peak_bytes + MARGIN <= capacity and (resident_budget is None
                                                   or held <= resident_budget):
             return p
@@ -204,13 +212,14 @@ def choose(num_vars: int, num_aux: int, rows: int, matrices_bytes: int,
 
 
 def check_fits_device(name: str, num_vars: int, num_aux: int, rows: int, matrices_bytes: int,
-                      mode: str, capacity: int | None) -> None:
+                      mode: str, capacity: int | None, b_vars: int | None = None) -> None:
     """MemoryError, naming the shortfall and the settings that would fit,
     when ``device_bytes_floor`` of ``mode`` exceeds the device's
     ``capacity`` (bytes; None: not known, nothing checked)."""
     if capacity is None:
         return
-    floor = functools.partial(device_bytes_floor, num_vars, num_aux, rows, matrices_bytes)
+    floor = functools.partial(device_bytes_floor, num_vars, num_aux, rows, matrices_bytes,
+                              b_vars=b_vars)
     need = floor(mode)
     if need <= capacity:
         return

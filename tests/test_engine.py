@@ -551,6 +551,7 @@ def test_groth16_prover_memory_mode_auto(monkeypatch):
     spec = E.cubic_spec(2)
     m = pce.extract(spec.record())
     counts, spmv = (m.num_vars, m.num_aux, m.rows, m.nbytes), pce.evaluate_bytes(m)
+    b_vars = int(np.sum(m.b_input_density) + np.sum(m.b_aux_density))
     nv, na, nh = m.num_vars, m.num_aux, (1 << G.domain_log(m.rows)) - 1
     z = lambda *shape: np.zeros(shape, np.uint32)
     pk = G.ProvingKey(z(2, 12), z(2, 12), z(2, 2, 12), z(2, 12), z(2, 2, 12), z(2, 12, nv),
@@ -566,7 +567,7 @@ def test_groth16_prover_memory_mode_auto(monkeypatch):
 
     monkeypatch.setattr(G, "prove", prove)
     w = spec.witness(spec.split({"x": [[3, 4]]}))
-    resident_cap = MD.MARGIN + MD.peak_bytes(*counts, "resident", spmv)
+    resident_cap = MD.MARGIN + MD.peak_bytes(*counts, "resident", spmv, b_vars=b_vars)
     ooc_cap = MD.MARGIN + 64 * nv + MD.MIN_BUDGET          # below what streaming needs
     for cap, budget, mode in ((resident_cap, None, "resident"),
                               (resident_cap - 1, None, "streaming"),
@@ -576,7 +577,7 @@ def test_groth16_prover_memory_mode_auto(monkeypatch):
         monkeypatch.setattr(memory, "device_capacity", lambda dev: cap)
         prover = E.Groth16Prover(keys_dir="stored", memory_mode="auto", resident_budget=budget)
         res = prover.load(spec, jax.devices()[0])
-        want = MD.choose(*counts, cap, spmv, budget)
+        want = MD.choose(*counts, cap, spmv, budget, b_vars=b_vars)
         assert (res.mode, res.msm_budget, res.out_of_core_budget) == (mode,) + want[1:3]
         assert isinstance(res.pk.a, M.SplitBases) == (mode != "resident")
         assert isinstance(res.matrices.a.cols, np.ndarray) == (mode == "out-of-core")
@@ -678,8 +679,9 @@ def test_engine_auto_memory_mode_proofs(tmp_path, monkeypatch):
     for k in (2, 4):
         m = pce.extract(E.cubic_spec(k).record())
         c = (m.num_vars, m.num_aux, m.rows, m.nbytes)
-        peak[k] = {x: MD.peak_bytes(*c, x, pce.evaluate_bytes(m)) for x in ("resident",
-                                                                          "streaming")}
+        b = int(np.sum(m.b_input_density) + np.sum(m.b_aux_density))
+        peak[k] = {x: MD.peak_bytes(*c, x, pce.evaluate_bytes(m), b_vars=b)
+                   for x in ("resident", "streaming")}
     cap = MD.MARGIN + peak[2]["resident"]
     assert peak[4]["resident"] > peak[2]["resident"] and \
         MD.MARGIN + peak[4]["streaming"] < cap            # the premise of the test

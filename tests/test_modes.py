@@ -75,3 +75,17 @@ def test_plan_of_a_named_mode():
         MD.suggested_budgets(N, ROWS, MAT, "streaming", 40 * GiB)["msm_budget_bytes"]
     with pytest.raises(ValueError, match="needs a budget, out_of_core_bytes"):
         MD.plan(*C, "out-of-core", None)
+
+
+def test_b_density_shrinks_the_key():
+    """A key held split keeps B1 and B2 only for the variables in B: with the
+    32GiB partition's B count (research/filecoin-circuits.md: 1 + 33,112,281)
+    the key comes to bellperson's parameter file's ~47.37 GB, and JAX's
+    default pool on an H200 then holds the resident mode."""
+    b = 1 + 33_112_281
+    assert MD.key_bytes(N, AUX, ROWS) - MD.key_bytes(N, AUX, ROWS, b) == (96 + 192) * (N - b)
+    assert abs(MD.key_bytes(N, AUX, ROWS, b) - 47.37e9) < 0.1e9
+    assert MD.peak_bytes(*C, "resident", b_vars=b) == \
+        MD.peak_bytes(*C, "resident") - (96 + 192) * (N - b)
+    assert MD.choose(*C, 105_000_000_000, b_vars=b).mode == "resident"
+    assert MD.device_bytes_floor(*C, "resident", b_vars=b) < MD.device_bytes_floor(*C, "resident")

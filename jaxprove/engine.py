@@ -600,9 +600,10 @@ class Groth16Prover:
         """The circuit's ``modes.ModePlan`` on ``device`` (``memory_mode``),
         decided once per topology; MemoryError where the device cannot hold
         even that mode's floor (``modes.check_fits_device``)."""
+        import numpy as np
+
         from jaxprove import memory, modes, pce
         capacity = memory.device_capacity(device)
-        import numpy as np
         # the key as held: split (streaming, the 16 GB mode, a large resident one), B1 and B2
         # keep only the variables that occur in B
         b_vars = int(np.count_nonzero(np.asarray(m.b_input_density))
@@ -638,12 +639,13 @@ class Groth16Prover:
         """(pk, vk) on ``device``: from this prover's host copy, from the key
         store, or (setup on first use) from a setup run once per topology;
         ValueError if the key does not fit the circuit's matrices ``m``.
-        With ``host`` (streaming and the 16 GB mode) the proving key's point vectors stay in
-        host memory all the way (``groth16.POINT_VECTORS``), split by the
-        circuit's MSM ``positions`` (``groth16.streaming_key``: built split by
-        the setup, split one vector at a time where the store holds them
-        unsplit), and the host holds ONE copy, shared by every device (a
-        32GiB PoRep partition's key is ~70 GiB: two copies exceed the H200
+        With ``host`` (streaming, the 16 GB mode, a resident key held split)
+        the proving key's point vectors stay in host memory all the way
+        (``groth16.POINT_VECTORS``), split by the circuit's MSM ``positions``
+        (``groth16.streaming_key``: built split by the setup, split one
+        vector at a time where the store holds them unsplit), and the host
+        holds ONE copy, shared by every device (a 32GiB PoRep partition's
+        key is ~47 GB split, ~75 GB whole: two copies exceed the H200
         host)."""
         import jax
 

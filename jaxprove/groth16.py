@@ -182,7 +182,7 @@ def _split_points(points, curve, s, pos: M.Positions, extra: int | None,
     word to ``streaming_key``'s split of the unsplit points."""
     n = s.shape[-1]
     bits, dense = np.asarray(pos.bits), np.asarray(pos.dense)
-    ds = s if M._whole(pos, n) else jnp.take(s, jnp.asarray(dense), axis=-1)
+    ds = s if M.covers_all(pos, n) else jnp.take(s, jnp.asarray(dense), axis=-1)
     if extra is not None:
         ds = jnp.concatenate([ds, jnp.asarray(Fr.from_int([extra]))], axis=-1)
         n += 1

@@ -920,7 +920,7 @@ def split_bases(bases, pos: "Positions", dense_size: int | None = None,
             x = xp.concatenate([x, xp.asarray(extra)[..., None]], axis=-1)
         return _pad_last(x, max(len(de), dense_size or 0))
 
-    if _whole(pos, n):                        # all dense: the vector as it is (its own order)
+    if covers_all(pos, n):                    # all dense: the vector as it is (own order)
         return SplitBases(xp.zeros(bases.shape[:-1] + (0,), bases.dtype), dense(bases), n)
     bb = _pad_last(xp.take(bases, bi, axis=-1), _pow2(len(bi))) if len(bi) else \
         xp.zeros(bases.shape[:-1] + (0,), bases.dtype)
@@ -947,7 +947,7 @@ def _msm_presplit(curve: Curve, bases: SplitBases, scalars, pos, cfg: MSMConfig,
         bits = _pad_last(flags, bb.shape[-1])
     if pos.dense.shape[0]:
         db = bases.dense                      # all dense: kept in its own order (split_bases)
-        ds = s if _whole(pos, bases.n) else jnp.take(s, jnp.asarray(pos.dense), axis=-1)
+        ds = s if covers_all(pos, bases.n) else jnp.take(s, jnp.asarray(pos.dense), axis=-1)
         ds = _pad_last(ds, db.shape[-1])
     if bits is None and ds is None:           # every position left out: the identity
         return curve.identity(batch)
@@ -991,8 +991,9 @@ def positions(n: int, bit_positions=None, device: bool = True, keep=None) -> Pos
     return Positions(*map(jnp.asarray, out)) if device else out
 
 
-def _whole(pos: Positions, n: int) -> bool:
-    """Whether ``pos`` lists every one of the n positions as dense."""
+def covers_all(pos: Positions, n: int) -> bool:
+    """Whether ``pos`` lists every one of the n positions as dense (then
+    ``split_bases`` keeps the vector whole, in its own order)."""
     return pos.bits.shape[0] == 0 and pos.dense.shape[0] == n
 
 

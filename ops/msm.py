@@ -29,7 +29,7 @@ the device with no host round trip:
    few distinct programs are compiled.  On CUDA each level is one kernel
    (``ops.segsum``); ``MSMConfig.xyzz`` keeps the first level's G1
    accumulators in XYZZ coordinates and ``MSMConfig.prefetch`` pipelines its
-   walk's loads one step ahead (both opt-in until measured).
+   walk's loads one step ahead (both on in ``GPU_CONFIG``, measured on the H200).
 4. **bucket reduction**: per window Σ_b b·B_b by running sums in ng groups of
    g buckets (R += B_t, S += R from the top), then (GPU) the window/group
    terms S_grp and R_grp are weighted by 2^(c·w) and 2^(c·w)·grp·g with a
@@ -118,11 +118,12 @@ class MSMConfig:
     level (affine bases) keeps its accumulators in XYZZ coordinates (8M + 2S
     per entry instead of RCB's complete 11M; a block-wide branch doubles
     where a bucket meets its own base again), curves with split formulas
-    excepted (bench/NOTES.md hypothesis 55; off until measured); prefetch:
-    the fused first level's walk loads each step's entry one step ahead, so
-    the loads' latency overlaps an addition (``ops.segsum._kernel``; curves
-    with split formulas excepted; bench/NOTES.md hypothesis 56, off until
-    measured)."""
+    excepted (bench/NOTES.md hypothesis 55; on in ``GPU_CONFIG``: 2^24
+    276.0 → 256.8 ms); prefetch: the fused first level's walk loads each
+    step's entry one step ahead, so the loads' latency overlaps an addition
+    (``ops.segsum._kernel``; curves with split formulas excepted;
+    bench/NOTES.md hypothesis 56; on in ``GPU_CONFIG`` since the even/odd
+    products of 61 made the additions cheaper: 198.5 → 194.5 ms)."""
     window: int | None = None
     lanes: int = 1 << 19
     small_lanes: int = 1 << 14
@@ -145,8 +146,9 @@ class MSMConfig:
 
 
 # XYZZ buckets in the G1 accumulation (bench/NOTES.md hypothesis 55; session 30 on the H200:
-# MSM G1 at 2^24 276.0 -> 256.8 ms)
-GPU_CONFIG = MSMConfig(fused_split=True, xyzz=True)
+# MSM G1 at 2^24 276.0 -> 256.8 ms) and the prefetching walk (56; session 31, with the even/odd
+# products of 61: 198.5 -> 194.5 ms)
+GPU_CONFIG = MSMConfig(fused_split=True, xyzz=True, prefetch=True)
 CPU_CONFIG = MSMConfig(lanes=1 << 8, small_lanes=1 << 5, min_steps=8, horner=True)
 
 

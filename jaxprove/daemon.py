@@ -165,9 +165,9 @@ def load_config(path: str | None = None, **overrides) -> DaemonConfig:
             or ("str" in want and isinstance(v, str)))
         if not ok:
             raise ValueError(f"config: {k} = {v!r} is not of type {want}")
-    choices = ("auto",) + modes.MODES
-    if values.get("memory_mode", "auto") not in choices:
-        raise ValueError(f"config: memory_mode = {values['memory_mode']!r}; choose from {choices}")
+    if values.get("memory_mode", "auto") not in modes.MEMORY_MODES:
+        raise ValueError(f"config: memory_mode = {values['memory_mode']!r}; choose from "
+                         f"{modes.MEMORY_MODES}")
     return DaemonConfig(**values)
 
 

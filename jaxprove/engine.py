@@ -531,8 +531,8 @@ class Groth16Prover:
                 raise ValueError("out_of_core_budget needs keys_in_host_memory: a key resident "
                                  "on the device would take the memory the out-of-core mode "
                                  "saves")
-        elif memory_mode not in modes.MODES + ("auto",):
-            raise ValueError(f"memory_mode must be one of {modes.MODES + ('auto',)} or None, "
+        elif memory_mode not in modes.MEMORY_MODES:
+            raise ValueError(f"memory_mode must be one of {modes.MEMORY_MODES} or None, "
                              f"got {memory_mode!r}")
         elif keys_in_host_memory or (out_of_core_budget is not None
                                      and memory_mode != "out-of-core"):

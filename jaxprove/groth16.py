@@ -917,14 +917,13 @@ def merged_msm_bytes(nv: int, nl: int, nh: int, batch: int, positions: MSMPositi
     """The larger working set of the two merged MSM passes (``prove_msms``)
     of a key of ``nv`` variables, ``nl`` L and ``nh`` H points for
     ``batch`` witnesses."""
-    G = batch
     a, b, l = ((p.dense.shape[0], p.bits.shape[0]) for p in positions)
     g1 = [(nv, *a), (1, 1, 0), (nv, *b), (1, 1, 0), (nl, *l), (nh, nh, 0)]
     g2 = [(nv, *b), (1, 1, 0)]
     c1 = cfg.window or M.choose_window(max(d for _, d, _ in g1))
     c2 = cfg.window or M.choose_window(max(d for _, d, _ in g2))
-    return max(M.many_working_set_bytes(G1, g1, G, 4, c1, cfg),
-               M.many_working_set_bytes(G2, g2, G, 1, c2, cfg))
+    return max(M.many_working_set_bytes(G1, g1, batch, 4, c1, cfg),
+               M.many_working_set_bytes(G2, g2, batch, 1, c2, cfg))
 
 
 def _append_scalar(scalars, k, batch):

@@ -31,6 +31,7 @@ from typing import NamedTuple
 from jaxprove import memory
 
 MODES = ("resident", "streaming", "out-of-core")
+MEMORY_MODES = ("auto",) + MODES    # the memory_mode setting: per circuit, or one for all
 MARGIN = 1 << 30      # device bytes left beside a suggested budget (the compiler's scratch)
 MIN_BUDGET = 256 << 20          # the least budget a step is planned with
 # Fr vectors of the domain live at once while h is computed (groth16._h_coefficients: a,

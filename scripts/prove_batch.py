@@ -60,7 +60,8 @@ def define_flags():
     flags.DEFINE_integer("out_of_core_bytes", None,
                          "the 16 GB mode: a, b, c and h computed out of core within this many "
                          "device bytes per program; proving keys and matrices in host memory")
-    flags.DEFINE_enum("memory_mode", "auto", ["auto", "resident", "streaming", "out-of-core"],
+    from jaxprove.modes import MEMORY_MODES
+    flags.DEFINE_enum("memory_mode", "auto", list(MEMORY_MODES),
                       "auto: each circuit in the fastest mode that fits the device and "
                       "--budget_bytes (a budget above names the mode instead); or one mode "
                       "for all, budgets suggested from the device where not given")

@@ -314,15 +314,18 @@ RESIDENT_MSM_FLOOR = 4 << 30
 
 def plan(rows: int, num_vars: int, num_aux: int, dense_vars: int, matrices_bytes: int,
          msm_budget: int | None = None, keys_in_host: bool = False,
-         spmv_bytes: int | None = None, out_of_core: int | None = None) -> Plan:
+         spmv_bytes: int | None = None, out_of_core: int | None = None,
+         b_vars: int | None = None) -> Plan:
     """Estimated bytes for a circuit of ``rows`` R1CS rows, ``num_vars``
-    variables (``num_aux`` aux, ``dense_vars`` not proven boolean) and PCE
-    matrices of ``matrices_bytes``, domain m = 2^k ≥ rows:
+    variables (``num_aux`` aux, ``dense_vars`` not proven boolean, ``b_vars``
+    occurring in B, default all) and PCE matrices of ``matrices_bytes``,
+    domain m = 2^k ≥ rows:
 
     key = g1 + g2 with g1 = 96·(2·num_vars + num_aux + m − 1) (affine A, B1,
     L, H) and g2 = 192·num_vars (B2), and for a key built split (an MSM
-    budget or ``keys_in_host``) the bit parts of A, B1, L and B2 padded to a
-    power of two; setup peak = 32·(7·num_vars + 2·m)
+    budget or ``keys_in_host``) B1 and B2 at ``b_vars`` instead of
+    ``num_vars`` (``modes.key_bytes``) and the bit parts of A, B1, L and B2
+    padded to a power of two; setup peak = 32·(7·num_vars + 2·m)
     (QAP values and scalars) + key (none with ``keys_in_host``) + one chunk
     of ``fixed_base_points`` (each query is written chunk by chunk into its
     own array);
@@ -349,9 +352,11 @@ def plan(rows: int, num_vars: int, num_aux: int, dense_vars: int, matrices_bytes
     the h steps overwrite a and b)."""
     log_m = G.domain_log(rows)
     m = 1 << log_m
-    g1, g2 = G1_AFFINE * (2 * num_vars + num_aux + m - 1), G2_AFFINE * num_vars
+    split = msm_budget is not None or keys_in_host
+    b = b_vars if split and b_vars is not None else num_vars
+    g1, g2 = G1_AFFINE * (num_vars + b + num_aux + m - 1), G2_AFFINE * b
     bits = num_vars - dense_vars
-    if (msm_budget is not None or keys_in_host) and bits:
+    if split and bits:
         # built split (the per-MSM path): A, B1, B2 and L's bit parts padded to 2^k
         pad = (1 << (bits - 1).bit_length()) - bits
         g1, g2 = g1 + 3 * G1_AFFINE * pad, g2 + G2_AFFINE * pad
@@ -572,8 +577,10 @@ def run_case(kind: str, size: str, reps: int = 5, env: dict | None = None,
 
     r1cs, m = _circuit(spec, circuit_dir, rec)
     bits = int(np.count_nonzero(np.asarray(m.bit_vars)))
+    b_vars = int(np.count_nonzero(np.asarray(m.b_input_density))
+                 + np.count_nonzero(np.asarray(m.b_aux_density)))
     rec.update(rows=m.rows, constraints=m.num_constraints, num_inputs=m.num_inputs,
-               num_aux=m.num_aux, num_vars=m.num_vars, bit_vars=bits, nnz=list(m.nnz),
+               num_aux=m.num_aux, num_vars=m.num_vars, bit_vars=bits, b_vars=b_vars, nnz=list(m.nnz),
                domain_log=G.domain_log(m.rows), matrices_bytes=m.nbytes,
                rows_match_estimate=m.rows == est.rows)
     if m.rows != est.rows:
@@ -581,7 +588,7 @@ def run_case(kind: str, size: str, reps: int = 5, env: dict | None = None,
     def planned(budget, host, spmv_bytes):
         """``plan`` of the recorded circuit with this MSM budget and key placement."""
         return plan(m.rows, m.num_vars, m.num_aux, m.num_vars - bits, m.nbytes, budget, host,
-                    spmv_bytes, out_of_core if host else None)
+                    spmv_bytes, out_of_core if host else None, b_vars)
 
     spmv_bytes = pce.evaluate_bytes(m)
     exact = planned(msm_budget, keys_in_host, spmv_bytes)

@@ -603,11 +603,13 @@ class Groth16Prover:
         import numpy as np
 
         from jaxprove import memory, modes, pce
+        from jaxprove import groth16 as G
         capacity = memory.device_capacity(device)
-        # the key as held: split (streaming, the 16 GB mode, a large resident one), B1 and B2
-        # keep only the variables that occur in B
+        # the key as held on the device (only a resident one is): split where its merged MSM
+        # passes do not fit (B1 and B2 keep only the variables that occur in B), else whole
+        split = self._split_resident(m, G.msm_positions(m, device=False), capacity)
         b_vars = int(np.count_nonzero(np.asarray(m.b_input_density))
-                     + np.count_nonzero(np.asarray(m.b_aux_density)))
+                     + np.count_nonzero(np.asarray(m.b_aux_density))) if split else None
         if self.memory_mode is None:
             ooc = self.out_of_core_budget is not None
             mode = "out-of-core" if ooc else \
@@ -683,37 +685,36 @@ class Groth16Prover:
             return G.place_keys(keys, device, host)
 
     @staticmethod
-    def _split_resident(m, pos, dom, device) -> bool:
-        """Whether a resident key is held split (``groth16.streaming_key``,
-        placed on the device already split): where one proof's merged MSM
-        passes would not fit the device beside the whole key, the matrices
-        and the domain.  Its proofs then take the per-MSM path, which would
-        otherwise split the whole key again at every proof (a second copy of
-        A, B1, B2 and L: ~57 GB at 2^27), and B1 and B2 keep only B's
-        density (~25%: ~28 GB less at 32GiB).  The whole key never goes to
-        the device: it is split in host memory first.  The estimate is for
-        a batch of one."""
+    def _split_resident(m, pos, capacity) -> bool:
+        """Whether a resident key is held split (``modes.resident_split``,
+        from the counts of the matrices ``m`` and the MSM positions ``pos``,
+        host or device arrays alike, so that the mode's plan and the load
+        decide the same).  A split key is placed on the device already split
+        (``groth16.streaming_key`` in host memory first: the whole key never
+        goes to the device); its proofs take the per-MSM path, which would
+        otherwise split the whole key again at every proof (a second copy
+        of A, B1, B2 and L: ~57 GB at 2^27), and B1 and B2 keep only B's
+        density (~25%: ~28 GB less at 32GiB).  The estimate is for a batch
+        of one."""
         import jax
-        import numpy as np
 
         from jaxprove import groth16 as G
-        from jaxprove import memory, modes
+        from jaxprove import modes
         from ops import msm as M
-        capacity = memory.device_capacity(device)
         if capacity is None:
             return False
-        held = sum(int(x.nbytes) for x in jax.tree.leaves((m, dom, pos))
-                   if isinstance(x, (jax.Array, np.ndarray)))
-        nh = (1 << G.domain_log(m.rows)) - 1
-        need = (G.merged_msm_bytes(m.num_vars, m.num_aux, nh, 1, pos, M.default_config())
-                + modes.key_bytes(m.num_vars, m.num_aux, m.rows) + held)
-        return need > capacity
+        m_dom = 1 << G.domain_log(m.rows)
+        held = m.nbytes + modes.FR * modes.DOMAIN_VECTORS * m_dom + sum(
+            int(x.nbytes) for x in jax.tree.leaves(pos))
+        merged = G.merged_msm_bytes(m.num_vars, m.num_aux, m_dom - 1, 1, pos,
+                                    M.default_config())
+        return modes.resident_split(m.num_vars, m.num_aux, m.rows, held, merged, capacity)
 
     def load(self, spec, device) -> Resident:
         import jax
 
         from jaxprove import groth16 as G
-        from jaxprove import pce
+        from jaxprove import memory, pce
         from ops import ntt as N
         m = self._host_matrices(spec)
         # refused before anything is placed where the device cannot hold even the mode's floor
@@ -726,7 +727,8 @@ class Groth16Prover:
         with jax.default_device(device):
             dom = None if ooc else N.domain(G.domain_log(m.rows))
             pos = G.msm_positions(m)
-        split = mp.mode == "resident" and self._split_resident(m, pos, dom, device)
+        split = mp.mode == "resident" and self._split_resident(
+            m, pos, memory.device_capacity(device))
         if split:
             log.info("%s: the merged MSM passes do not fit beside the key: the key is held "
                      "split", spec.topology)

@@ -539,17 +539,18 @@ class MSMPositions(NamedTuple):
     l: M.Positions
 
 
-def msm_positions(matrices: pce.Matrices) -> MSMPositions:
+def msm_positions(matrices: pce.Matrices, device: bool = True) -> MSMPositions:
     """The circuit's boolean variables (``matrices.bit_vars``) and densities
     as resident MSM positions, built once per circuit (``prove(...,
-    positions=)``)."""
+    positions=)``); host arrays unless ``device``."""
     bits = np.flatnonzero(np.asarray(matrices.bit_vars))
     k, n = matrices.num_inputs, matrices.num_vars
     a = np.concatenate([np.ones(k, bool), np.asarray(matrices.a_aux_density, bool)])
     b = np.concatenate([np.asarray(matrices.b_input_density, bool),
                         np.asarray(matrices.b_aux_density, bool)])
-    return MSMPositions(M.positions(n, bits, keep=a), M.positions(n, bits, keep=b),
-                        M.positions(n - k, bits[bits >= k] - k))
+    return MSMPositions(M.positions(n, bits, device, keep=a),
+                        M.positions(n, bits, device, keep=b),
+                        M.positions(n - k, bits[bits >= k] - k, device))
 
 
 def prove(pk: ProvingKey, matrices: pce.Matrices, w, seed: int | None = None,

@@ -18,6 +18,8 @@ m = 2^domain_log(rows) (Fr 32 bytes, affine G1 96, affine G2 192):
 * ``peak_bytes``: an estimate of a proof's device peak, from the byte counts of
   its largest stage;
 * ``suggested_budgets``: budgets that fill a device of a given capacity;
+* ``resident_split``: whether a resident key is held split (then B's points
+  only at B's density, ``b_vars``);
 * ``plan`` / ``choose``: a ``ModePlan`` (mode and budgets) for a device, the
   given mode or the fastest whose estimated peak fits (``Groth16Prover(
   memory_mode="auto")``, the daemon's default);
@@ -86,6 +88,20 @@ def resident_bytes(num_vars: int, num_aux: int, rows: int, matrices_bytes: int,
     m = 1 << domain_log(rows)
     held = matrices_bytes + FR * DOMAIN_VECTORS * m
     return held + (key_bytes(num_vars, num_aux, rows, b_vars) if mode == "resident" else 0)
+
+
+def resident_split(num_vars: int, num_aux: int, rows: int, held_bytes: int,
+                   merged_msm_bytes: int, capacity: int | None) -> bool:
+    """Whether a resident key is held split (B1 and B2 at B's density, each
+    MSM its own pass): where one proof's merged MSM passes
+    (``groth16.merged_msm_bytes``) would not fit a device of ``capacity``
+    beside the whole key (``key_bytes``) and ``held_bytes`` (the matrices,
+    the domain, the MSM positions).  Never where the capacity is unknown.
+    The key's ``b_vars`` for the other functions here follow from it: B's
+    count where split, the whole vectors (None) where not."""
+    if capacity is None:
+        return False
+    return merged_msm_bytes + key_bytes(num_vars, num_aux, rows) + held_bytes > capacity
 
 
 def device_bytes_floor(num_vars: int, num_aux: int, rows: int, matrices_bytes: int,

@@ -34,6 +34,7 @@ import pytest
 from bench import filecoin as F
 from jaxprove import formats as FM
 from jaxprove import groth16 as G
+from jaxprove import modes as MD
 from jaxprove import pce
 
 # research/filecoin-circuits.md §1: constraints / public inputs (ONE excluded)
@@ -423,7 +424,7 @@ def test_a_key_that_fits_without_the_merged_msms_gets_an_msm_budget(tmp_path, mo
 
     def planned(budget):
         return F.plan(r["rows"], r["num_vars"], r["num_aux"], r["num_vars"] - r["bit_vars"],
-                      r["matrices_bytes"], budget, False, 1 << 10)
+                      r["matrices_bytes"], budget, False, 1 << 10, b_vars=r["b_vars"])
     merged, floor = planned(None), planned(F.RESIDENT_MSM_FLOOR)
     assert merged.prove_peak_bytes > floor.prove_peak_bytes      # the merged passes are larger
     limit = floor.prove_peak_bytes + (merged.prove_peak_bytes - floor.prove_peak_bytes) // 2
@@ -506,3 +507,18 @@ def test_a_device_budget_below_the_proofs_plan_is_refused_before_the_setup(tmp_p
                    out_of_core=1 << 23, device_budget=1 << 10).record
     assert r["skipped"].startswith("prove needs about") and "setup_s" not in r
     assert r["skipped"].endswith("the device budget is 0.0 MiB"), r["skipped"]
+
+
+def test_a_split_keys_plan_counts_b_at_its_density():
+    """A key built split (keys in host memory, or an MSM budget) holds B1 and
+    B2 only for B's variables, as ``modes.key_bytes`` counts it; a key held
+    whole (the merged passes) holds them in full whatever ``b_vars`` says.
+    The 32GiB PoRep partition's counts (research/filecoin-circuits.md)."""
+    rows, n, aux, b = 130_278_869, 130_278_869, 130_278_541, 1 + 33_112_281
+    whole = F.plan(rows, n, aux, n, 1 << 30, None, True, out_of_core=1 << 33)
+    split = F.plan(rows, n, aux, n, 1 << 30, None, True, out_of_core=1 << 33, b_vars=b)
+    assert whole.key_bytes - split.key_bytes == (96 + 192) * (n - b)
+    assert split.key_bytes == MD.key_bytes(n, aux, rows, b)
+    assert whole.host_setup_bytes - split.host_setup_bytes == (96 + 192) * (n - b)
+    merged = F.plan(rows, n, aux, n, 1 << 30, b_vars=b)
+    assert merged.key_bytes == MD.key_bytes(n, aux, rows)

@@ -567,17 +567,23 @@ def test_groth16_prover_memory_mode_auto(monkeypatch):
 
     monkeypatch.setattr(G, "prove", prove)
     w = spec.witness(spec.split({"x": [[3, 4]]}))
-    resident_cap = MD.MARGIN + MD.peak_bytes(*counts, "resident", spmv, b_vars=b_vars)
+    # a key this small is held whole (its merged MSM passes fit): B counted in full
+    resident_cap = MD.MARGIN + MD.peak_bytes(*counts, "resident", spmv)
+    split_cap = MD.MARGIN + MD.peak_bytes(*counts, "resident", spmv, b_vars=b_vars)
+    assert b_vars < nv and split_cap < resident_cap
     ooc_cap = MD.MARGIN + 64 * nv + MD.MIN_BUDGET          # below what streaming needs
     for cap, budget, mode in ((resident_cap, None, "resident"),
                               (resident_cap - 1, None, "streaming"),
                               (resident_cap, MD.resident_bytes(*counts, "streaming"),
                                "streaming"),
+                              # the split key's peak: a key whose merged passes fit stays
+                              # whole, so it does not count as split
+                              (split_cap, None, "streaming"),
                               (ooc_cap, None, "out-of-core")):
         monkeypatch.setattr(memory, "device_capacity", lambda dev: cap)
         prover = E.Groth16Prover(keys_dir="stored", memory_mode="auto", resident_budget=budget)
         res = prover.load(spec, jax.devices()[0])
-        want = MD.choose(*counts, cap, spmv, budget, b_vars=b_vars)
+        want = MD.choose(*counts, cap, spmv, budget)
         assert (res.mode, res.msm_budget, res.out_of_core_budget) == (mode,) + want[1:3]
         assert isinstance(res.pk.a, M.SplitBases) == (mode != "resident")
         assert isinstance(res.matrices.a.cols, np.ndarray) == (mode == "out-of-core")
@@ -594,17 +600,22 @@ def test_groth16_prover_memory_mode_auto(monkeypatch):
         assert prover.load(spec, jax.devices()[0]).mode == mode
     # resident, where one proof's merged MSM passes would not fit beside the key: the key is
     # split once at load, on the device (the per-MSM path; B at its density)
-    monkeypatch.setattr(memory, "device_capacity", lambda dev: resident_cap)
-    monkeypatch.setattr(G, "merged_msm_bytes", lambda *a: resident_cap)
+    # and the split key counts B at its density: a pool below the whole key's resident peak
+    # still takes it resident
+    monkeypatch.setattr(memory, "device_capacity", lambda dev: split_cap)
+    monkeypatch.setattr(G, "merged_msm_bytes", lambda *a: split_cap)
     res = E.Groth16Prover(keys_dir="stored", memory_mode="auto").load(spec, jax.devices()[0])
-    assert res.mode == "resident" and all(
+    assert split_cap < resident_cap and res.mode == "resident" and all(
         isinstance(getattr(res.pk, f), M.SplitBases) for f in G.SPLIT_VECTORS)
     assert isinstance(res.pk.b_g2.dense, jax.Array)
     pos = G.msm_positions(m)
     assert res.pk.b_g2.dense.shape[-1] == len(pos.b.dense) + 1            # B's density, δ
-    monkeypatch.setattr(G, "merged_msm_bytes", lambda *a: 0)
+    monkeypatch.setattr(G, "merged_msm_bytes", lambda *a: 0)          # the merged passes fit:
     res = E.Groth16Prover(keys_dir="stored", memory_mode="auto").load(spec, jax.devices()[0])
-    assert not isinstance(res.pk.a, M.SplitBases)                        # the merged passes fit
+    assert res.mode == "streaming"                  # the whole key, counted whole, does not
+    monkeypatch.setattr(memory, "device_capacity", lambda dev: resident_cap)
+    res = E.Groth16Prover(keys_dir="stored", memory_mode="auto").load(spec, jax.devices()[0])
+    assert res.mode == "resident" and not isinstance(res.pk.a, M.SplitBases)
     monkeypatch.setattr(memory, "device_capacity", lambda dev: 64 * nv)
     with pytest.raises(MemoryError, match="cubic-2 .*fits no memory mode"):
         E.Groth16Prover(keys_dir="stored", memory_mode="auto").load(spec, jax.devices()[0])
@@ -679,8 +690,7 @@ def test_engine_auto_memory_mode_proofs(tmp_path, monkeypatch):
     for k in (2, 4):
         m = pce.extract(E.cubic_spec(k).record())
         c = (m.num_vars, m.num_aux, m.rows, m.nbytes)
-        b = int(np.sum(m.b_input_density) + np.sum(m.b_aux_density))
-        peak[k] = {x: MD.peak_bytes(*c, x, pce.evaluate_bytes(m), b_vars=b)
+        peak[k] = {x: MD.peak_bytes(*c, x, pce.evaluate_bytes(m))   # keys this small: whole
                    for x in ("resident", "streaming")}
     cap = MD.MARGIN + peak[2]["resident"]
     assert peak[4]["resident"] > peak[2]["resident"] and \

@@ -89,3 +89,16 @@ def test_b_density_shrinks_the_key():
         MD.peak_bytes(*C, "resident") - (96 + 192) * (N - b)
     assert MD.choose(*C, 105_000_000_000, b_vars=b).mode == "resident"
     assert MD.device_bytes_floor(*C, "resident", b_vars=b) < MD.device_bytes_floor(*C, "resident")
+
+
+def test_resident_split_by_hand():
+    """A resident key is held split exactly where the merged MSM passes, the
+    whole key and what else stays do not fit the device; never where the
+    device's size is unknown."""
+    key = MD.key_bytes(N, AUX, ROWS)
+    held, merged = 7 * GiB, 30 * GiB
+    cap = key + held + merged
+    assert not MD.resident_split(N, AUX, ROWS, held, merged, cap)
+    assert MD.resident_split(N, AUX, ROWS, held, merged, cap - 1)
+    assert MD.resident_split(N, AUX, ROWS, held + 1, merged, cap)
+    assert not MD.resident_split(N, AUX, ROWS, held, merged, None)

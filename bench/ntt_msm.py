@@ -203,9 +203,7 @@ def bench_msm(curve, log_ns, out, reps, bits=(), config=None, windows=()):
         "_unsplit" if curve.name == "G2" and not curve.split else "") + (
         "_xyzz" if cfg.xyzz and not curve.split else "") + (
         "_prefetch" if cfg.prefetch and not curve.split else "") + (
-        f"_rows{curve.config.unroll.mul_rows}" if curve.config.unroll.mul_rows != 1 else "") + (
-        f"_bn{curve.config.bn}w{curve.config.num_warps}"
-        if (curve.config.bn, curve.config.num_warps) != (128, 4) else "")
+        f"_rows{curve.config.unroll.mul_rows}" if curve.config.unroll.mul_rows != 1 else "")
 
     def one(case, ln, sc, window=None):
         n = 1 << ln
@@ -389,11 +387,6 @@ def main():
                          "each boolean fields joined by '+' set on the default config: e.g. "
                          "'xyzz,prefetch,xyzz+prefetch' (hypotheses 55 and 56: XYZZ buckets, the "
                          "pipelined walk of the fused accumulation's first level)")
-    ap.add_argument("--g1-blocks", default="",
-                    help="G1 sizes (--g1) also with these kernel blocks, comma-separated "
-                         "LANES:WARPS (KernelConfig bn, num_warps; default 128:4): hypothesis 63, "
-                         "warps per SM at the walk's register count (224: 8 warps in blocks of "
-                         "4, 9 in blocks of 1)")
     ap.add_argument("--g1-mul-rows", default="",
                     help="G1 sizes (--g1) also with k rows of the rolled PTX product per loop "
                          "step, comma-separated k (Unroll.mul_rows; hypothesis 59)")
@@ -406,14 +399,8 @@ def main():
         g1_rows = [int(k) for k in a.g1_mul_rows.split(",") if k.strip()]
         for k in g1_rows:
             Unroll(mul_rows=k)
-        g1_blocks = [tuple(int(x) for x in v.split(":")) for v in a.g1_blocks.split(",")
-                     if v.strip()]
-        for blk in g1_blocks:
-            if len(blk) != 2 or blk[0] < 32 or blk[0] & (blk[0] - 1) or blk[1] < 1:
-                raise ValueError(f"--g1-blocks: {blk} is not LANES:WARPS with LANES a power "
-                                 f"of two >= 32 and WARPS >= 1")
     except ValueError as e:
-        ap.error(f"--g1-configs / --g1-mul-rows / --g1-blocks: {e}")
+        ap.error(f"--g1-configs / --g1-mul-rows: {e}")
     if a.ntt:
         bench_ntt(a.ntt, a.out, a.reps, [p for p in a.ntt_passes.split(",") if p])
     if a.to_coset:
@@ -426,9 +413,6 @@ def main():
             rows = dataclasses.replace(G1.config.unroll, mul_rows=k)
             bench_msm(dataclasses.replace(G1, config=dataclasses.replace(G1.config, unroll=rows)),
                       a.g1, a.out, a.reps)
-        for bn, warps in g1_blocks if a.g1 else ():
-            bench_msm(dataclasses.replace(G1, config=dataclasses.replace(
-                G1.config, bn=bn, num_warps=warps)), a.g1, a.out, a.reps)
     if a.profile:
         bench_profile(a.profile, a.out, a.reps)
     if a.g2:

@@ -12,7 +12,7 @@ import time
 
 import jax
 
-from ops.ptx import default_ops
+from ops.ptx import default_max_registers, default_ops
 
 
 def git_commit() -> str:
@@ -32,7 +32,7 @@ def environment() -> dict:
     return {"device": getattr(d, "device_kind", str(d)), "platform": d.platform,
             "jax": jax.__version__, "python": platform.python_version(),
             "commit": os.environ.get("JAXPROVE_COMMIT") or git_commit(),
-            "ptx": ",".join(default_ops()) or "off"}
+            "ptx": ",".join(default_ops()) or "off", "max_registers": default_max_registers()}
 
 
 def time_fn(fn, args, reps: int = 5, target_s: float = 0.05) -> dict:

@@ -125,7 +125,8 @@ def report(names=None, out=None, config=None) -> list[dict]:
     from bench import kernel_size as K
     from ops.elementwise import KernelConfig
     kernels = K.kernels(config)
-    label = "shipped" if config is None else f"unroll={config.unroll}"
+    label = "shipped" if config is None else \
+        f"unroll={config.unroll}, max_registers={config.max_registers}"
     config = config or KernelConfig()          # the num_warps every kernel family ships with
     unknown = sorted(set(names or ()) - set(kernels))
     if unknown:
@@ -155,6 +156,9 @@ def main():
     ap.add_argument("--mul-rows", type=int, default=None,
                     help="every kernel with Unroll(mul_rows=K) (hypothesis 59) instead of its "
                          "shipped config")
+    ap.add_argument("--max-registers", type=int, default=None,
+                    help="every kernel with KernelConfig(max_registers=N), the PTX .maxnreg "
+                         "(hypothesis 64)")
     ap.add_argument("--out", default=None, help="append the JSON records here")
     a = ap.parse_args()
     if importlib.util.find_spec("triton") is None:
@@ -163,7 +167,10 @@ def main():
     try:
         from ops.elementwise import KernelConfig
         from ops.limbs import Unroll
-        config = None if a.mul_rows is None else KernelConfig(unroll=Unroll(mul_rows=a.mul_rows))
+        config = None
+        if a.mul_rows is not None or a.max_registers is not None:
+            config = KernelConfig(unroll=Unroll(mul_rows=a.mul_rows or 1),
+                                  max_registers=a.max_registers)
         report([x for x in a.kernels.split(",") if x] or None, a.out, config)
     except ValueError as e:
         ap.error(str(e))

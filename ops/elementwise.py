@@ -42,7 +42,8 @@ from jax import lax
 from ops.interpret import Recorder, compile_program, run
 from ops.platform import by_platform
 from ops.limbs import Unroll
-from ops.ptx import OPS as PTX_OPS, default_ops, kernel_arith
+from ops.ptx import OPS as PTX_OPS, cap_registers, check_max_registers, \
+    default_max_registers, default_ops, kernel_arith
 
 try:  # Pallas' Triton backend; absent on exotic jaxlib builds
     from jax.experimental import pallas as pl
@@ -71,7 +72,11 @@ class KernelConfig:
     (``ops.ptx.OPS``: "mul", "add", "sub") done as inline PTX carry chains in
     kernels compiled for CUDA (default ``ops.ptx.default_ops()``; interpret
     mode and the CPU always run the portable limb code); debug: let Pallas print the
-    kernel's Triton IR when it is lowered (``bench/kernel_size.py`` counts it).
+    kernel's Triton IR when it is lowered (``bench/kernel_size.py`` counts it);
+    max_registers: registers per thread of the kernels compiled for CUDA
+    (the PTX ``.maxnreg``, ``ops.ptx.cap_registers``; default
+    ``$JAXPROVE_MAX_REGISTERS``, else None: as ptxas chooses): fewer registers let more warps share an SM, at the cost of
+    spills (bench/NOTES.md hypothesis 64).
     """
     bn: int = 128
     num_warps: int = 4
@@ -79,8 +84,10 @@ class KernelConfig:
     interpret: bool = False
     debug: bool = False
     ptx: tuple = default_ops()
+    max_registers: int | None = default_max_registers()
 
     def __post_init__(self):
+        check_max_registers(self.max_registers)
         if isinstance(self.ptx, (str, bool)) or not all(x in PTX_OPS for x in self.ptx):
             raise ValueError(f"KernelConfig.ptx: a tuple of names from {PTX_OPS} "
                              f"(() for none), got {self.ptx!r}")
@@ -209,8 +216,9 @@ def elementwise(formula: Callable, in_prefixes: Sequence[tuple], out_types: Sequ
         ar = kernel_arith(base, config)
 
         def kernel(*refs):
-            ins = [_nest([ref[j] for j in range(r)], pre)
-                   for ref, r, pre in zip(refs, nrows, in_prefixes)]
+            ins = [_nest([cap_registers(ref[j], config) if (i, j) == (0, 0) else ref[j]
+                          for j in range(r)], pre)
+                   for i, (ref, r, pre) in enumerate(zip(refs, nrows, in_prefixes))]
             outs = formula(ar, *ins)
             outs = [outs] if len(out_types) == 1 else list(outs)
             for ref, o, (pre, _) in zip(refs[len(ins):], outs, out_types):

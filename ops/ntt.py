@@ -51,7 +51,7 @@ from jax import lax
 
 from ops.elementwise import KernelConfig, elementwise, x64
 from ops.platform import by_platform
-from ops.ptx import kernel_arith
+from ops.ptx import cap_registers, kernel_arith
 from ops.field import Fr
 
 try:  # Pallas' Triton backend; absent on exotic jaxlib builds
@@ -320,6 +320,7 @@ def _radix_pass(x4, tw, r: int, n: int, inverse: bool, config: KernelConfig, dif
         else:
             twiddles = [row(tw_ref[limb, :]) for limb in range(Fr.L)]
         xs = [[x_ref[limb, :, q, :] for limb in range(Fr.L)] for q in range(g)]
+        xs[0][0] = cap_registers(xs[0][0], config)
         outs = formula(arith, *xs, twiddles)
         for q, o in enumerate(outs):
             for limb in range(Fr.L):

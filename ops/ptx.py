@@ -22,6 +22,11 @@ text and binds them inside Pallas (Triton) kernels as one
   product 1,256 SASS instructions against 440 (sm_90a, ptxas 13.4;
   bench/NOTES.md hypothesis 61).
 * ``add_mod_asm(p)`` / ``sub_mod_asm(p)``: canonical (a ± b) mod p.
+* ``cap_registers(x, config)``: the register cap of a kernel
+  (``KernelConfig.max_registers``): the kernel function gets the attribute
+  ``nvvm.maxnreg``, which Triton's lowering carries to the PTX directive
+  ``.maxnreg``, so ptxas keeps each thread within the cap (spilling what does
+  not fit) and more warps fit an SM (bench/NOTES.md hypothesis 64).
 
 Operands: ``$0 .. $(L-1)`` are the result limbs, then the limbs of a, then
 of b (least significant first), all ``.u32``; the constants of p are
@@ -48,6 +53,7 @@ import jax.numpy as jnp
 
 try:  # jax's private Triton lowering: present in the jaxlibs we support
     from jax._src import core as _core
+    from jax._src.lib.mlir import ir as _ir
     from jax._src.lib.triton import dialect as _tt
     from jax._src.pallas.triton import lowering as _triton_lowering
 except ImportError:  # pragma: no cover - exotic jaxlib builds: portable code only
@@ -270,6 +276,65 @@ if AVAILABLE:
         res = _tt.elementwise_inline_asm(types, asm, constraints=constraints, pure=True,
                                          packed_element=1, args=list(args))
         return list(res) if n_out > 1 else [res]
+
+
+MAX_REGISTERS = (24, 255)      # what ptxas accepts as .maxnreg (sm_90: 255 at most)
+
+
+def default_max_registers() -> int | None:
+    """The register cap of kernels whose ``KernelConfig`` names none:
+    ``$JAXPROVE_MAX_REGISTERS`` (an int, or unset / empty for none; read
+    once, when ``ops.elementwise`` is imported)."""
+    v = os.environ.get("JAXPROVE_MAX_REGISTERS", "").strip()
+    if not v:
+        return None
+    try:
+        n = int(v)
+    except ValueError:
+        raise ValueError(f"JAXPROVE_MAX_REGISTERS: an int in {list(MAX_REGISTERS)} or empty, "
+                         f"got {v!r}") from None
+    check_max_registers(n)
+    return n
+
+
+max_registers_p = _core.Primitive("jaxprove_max_registers") if AVAILABLE else None
+if AVAILABLE:
+    @max_registers_p.def_abstract_eval
+    def _max_registers_abstract_eval(aval, *, n):
+        del n
+        return aval
+
+    @_triton_lowering.register_lowering(max_registers_p)
+    def _lower_max_registers(ctx, x, *, n):
+        """x itself; the enclosing kernel function gets ``nvvm.maxnreg = n``."""
+        del ctx
+        op = _ir.InsertionPoint.current.block.owner
+        while op is not None and op.operation.name != "tt.func":
+            op = op.operation.parent
+        if op is None:                    # pragma: no cover - Pallas always lowers into a tt.func
+            raise ValueError("cap_registers: not inside a Triton kernel function")
+        op.operation.attributes["nvvm.maxnreg"] = _ir.IntegerAttr.get(
+            _ir.IntegerType.get_signless(32), n)
+        return x
+
+
+def check_max_registers(n) -> None:
+    """ValueError unless n is None or a register cap ptxas accepts."""
+    lo, hi = MAX_REGISTERS
+    if n is not None and (isinstance(n, bool) or not isinstance(n, int) or not lo <= n <= hi):
+        raise ValueError(f"max_registers: None or an int in [{lo}, {hi}] (registers per thread, "
+                         f"the PTX .maxnreg), got {n!r}")
+
+
+def cap_registers(x, config):
+    """x, unchanged; in a kernel compiled for CUDA with ``config.max_registers``
+    set, the kernel's threads are held to that many registers (``.maxnreg``).
+    Bind it on a value the kernel uses (a kernel's unused values are dropped
+    before lowering).  Interpret mode and the CPU: nothing."""
+    n = config.max_registers
+    if n is None or config.interpret or not AVAILABLE:
+        return x
+    return max_registers_p.bind(x, n=n)
 
 
 def call(asm: str, n_out: int, rows: Sequence) -> list:

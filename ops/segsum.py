@@ -43,7 +43,7 @@ from jax import lax
 
 from ops.curve import Curve
 from ops.elementwise import _flat, _nest, x64
-from ops.ptx import kernel_arith
+from ops.ptx import cap_registers, kernel_arith
 
 try:
     from jax.experimental import pallas as pl
@@ -182,7 +182,7 @@ def _kernel(curve: Curve, affine: bool, bn: int, xyzz: bool = False, prefetch: b
     def kernel(prm_ref, keys_ref, pay_ref, src_ref, first_ref, last_ref, lf_ref, tin_ref, tgt_ref):
         del tin_ref                                       # aliased with tgt_ref
         w = _Walk(curve, affine, bn, xyzz).setup(prm_ref, keys_ref, pay_ref, src_ref)
-        first, last, lf = first_ref[...], last_ref[...], lf_ref[...]
+        first, last, lf = cap_registers(first_ref[...], curve.config), last_ref[...], lf_ref[...]
 
         def add(j, acc, kprev, kcur, knext, Q):
             a = w.restarted(j, acc, kprev, kcur)

@@ -291,3 +291,71 @@ def test_default_ops_from_the_environment(monkeypatch):
     monkeypatch.setenv("JAXPROVE_PTX", "mul,inv")
     with pytest.raises(ValueError, match="inv"):
         ptx.default_ops()
+
+
+@pytest.mark.skipif(not ptx.AVAILABLE, reason="no Triton lowering in this jaxlib")
+def test_register_cap_reaches_the_kernel_function():
+    """``KernelConfig.max_registers`` puts ``nvvm.maxnreg`` on the lowered
+    kernel function (Triton carries it to the PTX ``.maxnreg``; bench.sass
+    shows ptxas keeping to it), in the elementwise kernels and the MSM's walk;
+    without it, or in interpret mode, nothing is added."""
+    import contextlib
+    import io
+
+    import jax
+    import jax.numpy as jnp
+
+    from ops import segsum
+    from ops.curve import G1
+
+    def lowered(fn, *shapes):
+        buf = io.StringIO()
+        with contextlib.redirect_stdout(buf):
+            jax.jit(fn).trace(*shapes).lower(lowering_platforms=("cuda",))
+        return buf.getvalue()
+
+    s = jax.ShapeDtypeStruct((12, 256), jnp.uint32)
+    cap = r"tt\.func public @(\w+)\([^\n]*\) attributes \{[^}]*nvvm\.maxnreg = (\d+) : i32"
+    mul = lambda cfg: lowered(dataclasses.replace(Fq, config=cfg).mul, s, s)   # noqa: E731
+    assert re.findall(cap, mul(KernelConfig(debug=True, max_registers=100))) == [("Fq_mul", "100")]
+    assert "nvvm.maxnreg" not in mul(KernelConfig(debug=True))
+
+    C = dataclasses.replace(G1, config=KernelConfig(debug=True, max_registers=168))
+    n, nb = 256, 64
+
+    def walk(keys, src, pay):
+        return segsum.level(C, keys, jnp.int32(n), src, pay, 128, 4,
+                            segsum.identity_pm(C, nb), xyzz=True, prefetch=True)[0]
+
+    ir = lowered(walk, jax.ShapeDtypeStruct((n,), jnp.int32),
+                 jax.ShapeDtypeStruct((n, 24), jnp.uint32), jax.ShapeDtypeStruct((n,), jnp.uint32))
+    assert ("G1_segsum_X_prefetch", "168") in re.findall(cap, ir)       # the walk itself
+
+    from ops import ntt as N                   # the NTT's in-place passes (CUDA's form)
+    cfg = KernelConfig(debug=True, max_registers=200)
+    ir = lowered(lambda x, tw: N._inplace(x, tw, 10, False, cfg, loaded=True),
+                 jax.ShapeDtypeStruct((8, 1 << 10), jnp.uint32),
+                 jax.ShapeDtypeStruct((8, 1 << 9), jnp.uint32))
+    got = re.findall(cap, ir)
+    assert got and all(c == "200" for _, c in got) and all("pass" in f for f, _ in got)
+
+
+def test_register_cap_settings(monkeypatch):
+    """The cap is None or an int ptxas accepts; its default comes from
+    ``$JAXPROVE_MAX_REGISTERS``; interpret mode binds nothing."""
+    import jax.numpy as jnp
+    for bad in (0, 23, 256, 1.5, True, "168"):
+        with pytest.raises(ValueError, match="max_registers"):
+            KernelConfig(max_registers=bad)
+    assert KernelConfig(max_registers=168).max_registers == 168
+    x = jnp.zeros(4, jnp.uint32)
+    assert ptx.cap_registers(x, KernelConfig(interpret=True, max_registers=168)) is x
+    assert ptx.cap_registers(x, KernelConfig()) is x
+    monkeypatch.delenv("JAXPROVE_MAX_REGISTERS", raising=False)
+    assert ptx.default_max_registers() is None
+    monkeypatch.setenv("JAXPROVE_MAX_REGISTERS", " 168 ")
+    assert ptx.default_max_registers() == 168
+    for bad in ("x", "300"):
+        monkeypatch.setenv("JAXPROVE_MAX_REGISTERS", bad)
+        with pytest.raises(ValueError, match="JAXPROVE_MAX_REGISTERS|max_registers"):
+            ptx.default_max_registers()

@@ -174,17 +174,20 @@ def bench_to_coset(log_ns, out, reps):
 def config_variants(spec: str) -> list:
     """MSMConfig variants from ``--g1-configs``: comma-separated, each a
     '+'-joined set of boolean ``MSMConfig`` fields set True on the default
-    config ("" gives none); ValueError names an unknown or non-boolean field."""
+    config, or False where the name has the prefix ``no_`` (e.g.
+    ``no_prefetch``) ("" gives none); ValueError names an unknown or
+    non-boolean field."""
     fields = {f.name for f in dataclasses.fields(M.MSMConfig)
               if isinstance(getattr(M.default_config(), f.name), bool)}
     out = []
     for variant in (v for v in spec.split(",") if v.strip()):
         names = [x.strip() for x in variant.split("+")]
-        bad = [x for x in names if x not in fields]
+        flags = {x.removeprefix("no_"): not x.startswith("no_") for x in names}
+        bad = [x for x in names if x.removeprefix("no_") not in fields]
         if bad:
             raise ValueError(f"--g1-configs: {bad} are not boolean MSMConfig fields "
-                             f"(choose from {sorted(fields)})")
-        out.append(dataclasses.replace(M.default_config(), **{x: True for x in names}))
+                             f"(choose from {sorted(fields)}, each also with the prefix no_)")
+        out.append(dataclasses.replace(M.default_config(), **flags))
     return out
 
 

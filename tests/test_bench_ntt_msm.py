@@ -30,6 +30,10 @@ def test_g1_config_variants():
     assert [(c.xyzz, c.prefetch) for c in got] == [(True, False), (False, True), (True, True)]
     assert all(c.lanes == M.default_config().lanes for c in got)
     assert B.config_variants("") == []
+    (off,) = B.config_variants("no_prefetch+xyzz")
+    assert (off.prefetch, off.xyzz) == (False, True)
+    with pytest.raises(ValueError, match="no_lanes"):
+        B.config_variants("no_lanes")
     r = subprocess.run([sys.executable, "-m", "bench.ntt_msm", "--g1", "10", "--g1-configs",
                         "xyzz+lanes"], cwd=ROOT, capture_output=True, text=True, timeout=300,
                        env=dict(os.environ, JAX_PLATFORMS="cpu"))

@@ -1,0 +1,52 @@
+#!/bin/bash
+# Hypothesis 64 (bench/NOTES.md), register caps, in one short device call: the same
+# measurements without a cap and with each cap of $CAPS (default "168 128"), every process
+# alike, so the records compare on one machine; records and logs into $OUT, the whole under
+# ${LIMIT:-540} s:
+#
+#   JAXPROVE_COMMIT=<sha> bash bench/device/caps.sh
+#
+# 1. bench.arith: the products' rate with little memory traffic (Fq.pow16, Fr.pow16: probe
+#    63) beside Fq.mul and G1.madd, uncapped; G1.madd under each cap;
+# 2. bench.ntt_msm: NTT 2^24 and the G1 MSM 2^24 (and, uncapped, the MSM's stage profile),
+#    under each cap also without the prefetching walk (its point costs 15 registers).
+# Every result is checked (the NTT by its inverse, the MSMs against the XLA reference,
+# the kernels against the CPU).  A step that runs out of time is cut; later steps skipped.
+set -u
+: "${OUT:?caps.sh writes to \$OUT}"
+export PYTHONUNBUFFERED=1 XLA_PYTHON_CLIENT_PREALLOCATE=false
+S=$SECONDS
+L=${LIMIT:-540}
+step() {    # name seconds-from-start-by-which-it-must-end command...
+    local name=$1 until=$2; shift 2
+    local left=$((until - SECONDS + S))
+    if [ $left -le 10 ]; then echo "$name: skipped (no time left)"; return; fi
+    timeout $left "$@" >> "$OUT/$name.log" 2>&1
+    echo "$name rc $? at $((SECONDS - S)) s"
+}
+nvidia-smi --query-gpu=name,memory.total,clocks.max.sm --format=csv,noheader
+step arith $((L * 20 / 100)) python3 -m bench.arith --threads 4 \
+    --plan "Fq.pow16,Fr.pow16,Fq.mul,G1.madd:default:24" --out "$OUT/arith.jsonl"
+for cap in ${CAPS:-168 128}; do
+    JAXPROVE_MAX_REGISTERS=$cap step arith $((L * 30 / 100)) python3 -m bench.arith \
+        --plan "G1.madd:default:24" --out "$OUT/arith.jsonl"
+done
+step msm $((L * 55 / 100)) python3 -m bench.ntt_msm --ntt 24 --g1 24 --profile 24 \
+    --out "$OUT/msm.jsonl"
+for cap in ${CAPS:-168 128}; do
+    JAXPROVE_MAX_REGISTERS=$cap step msm "$L" python3 -m bench.ntt_msm --ntt 24 --g1 24 \
+        --g1-configs no_prefetch --out "$OUT/msm.jsonl"
+done
+for f in "$OUT"/*.jsonl; do
+    [ -e "$f" ] || continue
+    python3 - "$f" <<'P'
+import json, sys
+for line in open(sys.argv[1]):
+    if line.startswith("{"):
+        r = json.loads(line)
+        print(r.get("case"), r.get("log_n", r.get("log2n")), "cap", r.get("max_registers"),
+              "checked", r.get("checked", r.get("correct_vs_cpu")), "median", r.get("median_s"),
+              "min", r.get("min_s"), "max", r.get("max_s"), "ops/s", r.get("ops_per_s"),
+              "compile", r.get("compile_s"), r.get("error", ""))
+P
+done

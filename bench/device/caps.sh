@@ -25,6 +25,14 @@ step() {    # name seconds-from-start-by-which-it-must-end command...
     echo "$name rc $? at $((SECONDS - S)) s"
 }
 nvidia-smi --query-gpu=name,memory.total,clocks.max.sm --format=csv,noheader
+# does jaxlib's Triton carry the cap to the PTX?  One small capped kernel, XLA's dump searched
+JAXPROVE_MAX_REGISTERS=100 XLA_FLAGS="--xla_dump_to=/tmp/capdump" timeout 120 python3 -c "
+import jax
+from ops.field import Fq
+x = Fq.random(jax.random.key(0), (1024,))
+jax.block_until_ready(Fq.mul(x, x))" > "$OUT/capdump.log" 2>&1
+echo "cap in the dumped PTX: $(grep -rl 'maxnreg 100' /tmp/capdump 2>/dev/null | head -3 | tr '\n' ' ')" \
+    "(files dumped: $(ls /tmp/capdump 2>/dev/null | wc -l))"
 step arith $((L * 20 / 100)) python3 -m bench.arith --threads 4 \
     --plan "Fq.pow16,Fr.pow16,Fq.mul,G1.madd:default:24" --out "$OUT/arith.jsonl"
 for cap in ${CAPS:-168 128}; do

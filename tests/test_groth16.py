@@ -451,3 +451,29 @@ def test_on_stage_is_also_called_between_msm_chunks(circuit):
     assert len(calls) > len(stages) and calls.count("msm_b_g2") > 1   # chunk points (G2's)
     assert times["paused"] >= 0.02 * len(calls)
     assert sum(times[s] for s in stages) <= times["total"] + 1e-6
+
+
+@pytest.mark.parametrize("curve,host", [(G1, False), (G1, True), (G2, False)])
+def test_points_at_nonzero_equal_the_whole_multiplication(curve, host):
+    """The setup's B points are made only where v ≠ 0: the same array as
+    the multiplication of every scalar (zero scalars give the identity,
+    (0, 0)), from a multiplication of the nonzero scalars alone; all zero
+    and none zero alike."""
+    import functools
+    rng = random.Random(5)
+    vals = [0 if rng.random() < 0.7 else rng.randrange(1, R) for _ in range(24)]
+    seen = []
+
+    def points(c, s, **kw):
+        seen.append(s.shape[-1])
+        return G.fixed_base_points(c, s, **kw)
+
+    bound = functools.partial(points, chunk=8, host=host)
+    for v in (vals, [0] * 5, [rng.randrange(1, R) for _ in range(5)]):
+        s = jnp.asarray(Fr.from_int(v))
+        seen.clear()
+        got = G.points_at_nonzero(bound, curve, s)
+        want = G.fixed_base_points(curve, s, chunk=8)
+        assert isinstance(got, np.ndarray) == host
+        np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
+        assert sum(seen) == sum(1 for x in v if x)          # only the nonzero scalars

@@ -140,6 +140,7 @@ def report(names=None, out=None, config=None) -> list[dict]:
                 rec = {"case": "sass", "kernel": name, "module": i,
                        "function": func.group(1) if func else None, "arch": f"sm_{ARCH}a",
                        "num_warps": config.num_warps, "ptx_ops": ",".join(config.ptx) or "off",
+                       "max_registers": config.max_registers,
                        "config": label,
                        **compile_module(ir, config.num_warps, tmp),
                        "command": argv_command()}

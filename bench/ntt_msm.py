@@ -206,7 +206,9 @@ def bench_msm(curve, log_ns, out, reps, bits=(), config=None, windows=()):
         "_unsplit" if curve.name == "G2" and not curve.split else "") + (
         "_xyzz" if cfg.xyzz and not curve.split else "") + (
         "_prefetch" if cfg.prefetch and not curve.split else "") + (
-        f"_rows{curve.config.unroll.mul_rows}" if curve.config.unroll.mul_rows != 1 else "")
+        f"_rows{curve.config.unroll.mul_rows}" if curve.config.unroll.mul_rows != 1 else "") + (
+        f"_bn{curve.config.bn}w{curve.config.num_warps}"
+        if (curve.config.bn, curve.config.num_warps) != (128, 4) else "")
 
     def one(case, ln, sc, window=None):
         n = 1 << ln
@@ -390,6 +392,11 @@ def main():
                          "each boolean fields joined by '+' set on the default config: e.g. "
                          "'xyzz,prefetch,xyzz+prefetch' (hypotheses 55 and 56: XYZZ buckets, the "
                          "pipelined walk of the fused accumulation's first level)")
+    ap.add_argument("--g1-block", default=None,
+                    help="LANES:WARPS, the kernel block of every G1 MSM here (KernelConfig bn, "
+                         "num_warps; default 128:4): with a register cap (hypothesis 64) a "
+                         "one-warp block fits more warps per SM (200 registers: 10 warps in "
+                         "blocks of 1, 8 in blocks of 4)")
     ap.add_argument("--g1-mul-rows", default="",
                     help="G1 sizes (--g1) also with k rows of the rolled PTX product per loop "
                          "step, comma-separated k (Unroll.mul_rows; hypothesis 59)")
@@ -402,19 +409,27 @@ def main():
         g1_rows = [int(k) for k in a.g1_mul_rows.split(",") if k.strip()]
         for k in g1_rows:
             Unroll(mul_rows=k)
+        g1 = G1
+        if a.g1_block:
+            bn, warps = (int(x) for x in a.g1_block.split(":"))
+            if bn < 32 or bn & (bn - 1) or warps < 1:
+                raise ValueError(f"--g1-block {a.g1_block}: LANES a power of two >= 32, "
+                                 f"WARPS >= 1")
+            g1 = dataclasses.replace(G1, config=dataclasses.replace(G1.config, bn=bn,
+                                                                    num_warps=warps))
     except ValueError as e:
-        ap.error(f"--g1-configs / --g1-mul-rows: {e}")
+        ap.error(f"--g1-configs / --g1-mul-rows / --g1-block: {e}")
     if a.ntt:
         bench_ntt(a.ntt, a.out, a.reps, [p for p in a.ntt_passes.split(",") if p])
     if a.to_coset:
         bench_to_coset(a.to_coset, a.out, a.reps)
     if a.g1 or a.bits:
-        bench_msm(G1, a.g1, a.out, a.reps, a.bits, windows=a.windows)
+        bench_msm(g1, a.g1, a.out, a.reps, a.bits, windows=a.windows)
         for cfg in g1_variants if a.g1 else ():
-            bench_msm(G1, a.g1, a.out, a.reps, config=cfg)
+            bench_msm(g1, a.g1, a.out, a.reps, config=cfg)
         for k in g1_rows if a.g1 else ():
-            rows = dataclasses.replace(G1.config.unroll, mul_rows=k)
-            bench_msm(dataclasses.replace(G1, config=dataclasses.replace(G1.config, unroll=rows)),
+            rows = dataclasses.replace(g1.config.unroll, mul_rows=k)
+            bench_msm(dataclasses.replace(g1, config=dataclasses.replace(g1.config, unroll=rows)),
                       a.g1, a.out, a.reps)
     if a.profile:
         bench_profile(a.profile, a.out, a.reps)

@@ -38,3 +38,7 @@ def test_g1_config_variants():
                         "xyzz+lanes"], cwd=ROOT, capture_output=True, text=True, timeout=300,
                        env=dict(os.environ, JAX_PLATFORMS="cpu"))
     assert r.returncode == 2 and "['lanes'] are not boolean MSMConfig fields" in r.stderr
+    r = subprocess.run([sys.executable, "-m", "bench.ntt_msm", "--g1", "10", "--g1-block",
+                        "48:1"], cwd=ROOT, capture_output=True, text=True, timeout=300,
+                       env=dict(os.environ, JAX_PLATFORMS="cpu"))
+    assert r.returncode == 2 and "LANES a power of two" in r.stderr

@@ -213,17 +213,17 @@ def _write_at(out, x, lo):
     return lax.dynamic_update_slice_in_dim(out, x, lo, axis=out.ndim - 1)
 
 
-def points_at_nonzero(points, curve, s):
-    """``points(curve, s)`` (``fixed_base_points`` with its settings bound,
-    ``host`` among them) computed only where the scalar is not 0: the other
-    points are the identity, (0, 0), as the multiplication gives them (a
-    query's variables absent from its matrix: B leaves out ~75% of a PoRep
-    circuit's).  The same array, for the share of the work."""
+def points_at_nonzero(points, curve, s, host: bool = False):
+    """``points(curve, s)`` (``fixed_base_points`` with its settings bound;
+    ``host``: it returns numpy arrays in host memory) computed only where the
+    scalar is not 0: the other points are the identity, (0, 0), as the
+    multiplication gives them (a query's variables absent from its matrix: B
+    leaves out ~75% of a PoRep circuit's).  The same array, for the share of
+    the work."""
     n = s.shape[-1]
     nz = np.flatnonzero(np.asarray(jnp.any(s != 0, axis=0)))
     if len(nz) == n:
         return points(curve, s)
-    host = points.keywords.get("host", False) if isinstance(points, functools.partial) else False
     shape = curve.aff + (n,)
     if not len(nz):
         return np.zeros(shape, np.uint32) if host else jnp.zeros(shape, jnp.uint32)
@@ -276,7 +276,8 @@ def setup(r1cs, seed: int | None = None, progress=None, chunk: int | None = None
     consts = fixed_base_points(G1, jnp.asarray(Fr.from_int([alpha, beta, delta])), chunk)
     points = functools.partial(fixed_base_points, chunk=chunk, host=host)
     if positions is None:   # B's points only where v ≠ 0 (B's density: ~25% of a PoRep's)
-        a, b_g1, l_q = points(G1, u), points_at_nonzero(points, G1, v), points(G1, lq)
+        a, b_g1, l_q = points(G1, u), points_at_nonzero(points, G1, v, host), \
+            points(G1, lq)
     else:             # only the points of each query's positions: B's density is ~25%
         sizes = _streaming_sizes(positions, m - 1)
         a = _split_points(points, G1, u, positions.a, delta, sizes[0])
@@ -287,7 +288,7 @@ def setup(r1cs, seed: int | None = None, progress=None, chunk: int | None = None
     jax.block_until_ready((a, b_g1, l_q, h_q, ic_pts))
     report("g1 points", time.perf_counter() - t0)
     consts2 = fixed_base_points(G2, jnp.asarray(Fr.from_int([beta, gamma, delta])), chunk)
-    b_g2 = points_at_nonzero(points, G2, v) if positions is None else \
+    b_g2 = points_at_nonzero(points, G2, v, host) if positions is None else \
         _split_points(points, G2, v, positions.b, delta, None)
     jax.block_until_ready(b_g2)
     report("g2 points", time.perf_counter() - t0)

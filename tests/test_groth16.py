@@ -472,7 +472,7 @@ def test_points_at_nonzero_equal_the_whole_multiplication(curve, host):
     for v in (vals, [0] * 5, [rng.randrange(1, R) for _ in range(5)]):
         s = jnp.asarray(Fr.from_int(v))
         seen.clear()
-        got = G.points_at_nonzero(bound, curve, s)
+        got = G.points_at_nonzero(bound, curve, s, host)
         want = G.fixed_base_points(curve, s, chunk=8)
         assert isinstance(got, np.ndarray) == host
         np.testing.assert_array_equal(np.asarray(got), np.asarray(want))

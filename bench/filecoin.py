@@ -580,7 +580,8 @@ def run_case(kind: str, size: str, reps: int = 5, env: dict | None = None,
     b_vars = int(np.count_nonzero(np.asarray(m.b_input_density))
                  + np.count_nonzero(np.asarray(m.b_aux_density)))
     rec.update(rows=m.rows, constraints=m.num_constraints, num_inputs=m.num_inputs,
-               num_aux=m.num_aux, num_vars=m.num_vars, bit_vars=bits, b_vars=b_vars, nnz=list(m.nnz),
+               num_aux=m.num_aux, num_vars=m.num_vars, bit_vars=bits, b_vars=b_vars,
+               nnz=list(m.nnz),
                domain_log=G.domain_log(m.rows), matrices_bytes=m.nbytes,
                rows_match_estimate=m.rows == est.rows)
     if m.rows != est.rows:

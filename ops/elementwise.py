@@ -75,8 +75,9 @@ class KernelConfig:
     kernel's Triton IR when it is lowered (``bench/kernel_size.py`` counts it);
     max_registers: registers per thread of the kernels compiled for CUDA
     (the PTX ``.maxnreg``, ``ops.ptx.cap_registers``; default
-    ``$JAXPROVE_MAX_REGISTERS``, else None: as ptxas chooses): fewer registers let more warps share an SM, at the cost of
-    spills (bench/NOTES.md hypothesis 64).
+    ``$JAXPROVE_MAX_REGISTERS``, else None: as ptxas chooses): fewer
+    registers let more warps share an SM, at the cost of spills
+    (bench/NOTES.md hypothesis 64).
     """
     bn: int = 128
     num_warps: int = 4

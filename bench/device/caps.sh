@@ -17,13 +17,7 @@ set -u
 export PYTHONUNBUFFERED=1 XLA_PYTHON_CLIENT_PREALLOCATE=false
 S=$SECONDS
 L=${LIMIT:-540}
-step() {    # name seconds-from-start-by-which-it-must-end command...
-    local name=$1 until=$2; shift 2
-    local left=$((until - SECONDS + S))
-    if [ $left -le 10 ]; then echo "$name: skipped (no time left)"; return; fi
-    timeout $left "$@" >> "$OUT/$name.log" 2>&1
-    echo "$name rc $? at $((SECONDS - S)) s"
-}
+source "$(dirname "$0")/steps.sh"
 nvidia-smi --query-gpu=name,memory.total,clocks.max.sm --format=csv,noheader
 # does jaxlib's Triton carry the cap to the PTX?  One small capped kernel, XLA's dump searched
 JAXPROVE_MAX_REGISTERS=100 XLA_FLAGS="--xla_dump_to=/tmp/capdump" timeout 120 python3 -c "
@@ -46,16 +40,4 @@ JAXPROVE_MAX_REGISTERS=200 step msm $((L * 80 / 100)) python3 -m bench.ntt_msm -
 # 128: 16 warps per SM, the walk spills 1,304 B
 JAXPROVE_MAX_REGISTERS=128 step msm "$L" python3 -m bench.ntt_msm --ntt 24 --g1 24 \
     --out "$OUT/msm.jsonl"
-for f in "$OUT"/*.jsonl; do
-    [ -e "$f" ] || continue
-    python3 - "$f" <<'P'
-import json, sys
-for line in open(sys.argv[1]):
-    if line.startswith("{"):
-        r = json.loads(line)
-        print(r.get("case"), r.get("log_n", r.get("log2n")), "cap", r.get("max_registers"),
-              "checked", r.get("checked", r.get("correct_vs_cpu")), "median", r.get("median_s"),
-              "min", r.get("min_s"), "max", r.get("max_s"), "ops/s", r.get("ops_per_s"),
-              "compile", r.get("compile_s"), r.get("error", ""))
-P
-done
+summary

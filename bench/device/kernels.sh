@@ -13,26 +13,10 @@ set -u
 : "${OUT:?kernels.sh writes to \$OUT}"
 export JAXPROVE_CACHE=${JAXPROVE_CACHE:-/tmp/jc} PYTHONUNBUFFERED=1 XLA_PYTHON_CLIENT_PREALLOCATE=false
 S=$SECONDS
-step() {    # name deadline-seconds command...
-    local name=$1 until=$2; shift 2
-    local left=$((until - SECONDS + S))
-    if [ $left -le 10 ]; then echo "$name: skipped (no time left)"; return; fi
-    timeout $left "$@" > "$OUT/$name.log" 2>&1
-    echo "$name rc $? at $((SECONDS - S)) s"
-}
+source "$(dirname "$0")/steps.sh"
 L=${LIMIT:-480}
 step ntt_g1 $((L * 40 / 100)) python3 -m bench.ntt_msm --ntt 24,27 --g1 24 --out "$OUT/kernels.jsonl"
 step groth16 $((L * 70 / 100)) python3 -m bench.groth16 --sizes 20 --cache --save "$OUT/g16" --out "$OUT/groth16.jsonl"
 step arith $((L * 88 / 100)) python3 -m bench.arith --plan "Fq.mul,Fr.mul,G1.madd:default:24" --out "$OUT/arith.jsonl"
 step g2 "$L" python3 -m bench.ntt_msm --g2 20 --out "$OUT/kernels.jsonl"
-for f in "$OUT"/*.jsonl; do
-    [ -e "$f" ] || continue
-    python3 - "$f" <<'P'
-import json, sys
-for line in open(sys.argv[1]):
-    if line.startswith("{"):
-        r = json.loads(line)
-        print(r.get("case"), r.get("log_n", r.get("n")), "checked", r.get("checked", r.get("verified")),
-              "median", r.get("median_s"), "compile", r.get("compile_s"), r.get("stages_median_s", ""))
-P
-done
+summary

@@ -596,19 +596,18 @@ class Groth16Prover:
                 self._matrices[spec.topology] = pce.to_host(m)
             return self._matrices[spec.topology]
 
-    def _mode_plan(self, spec, m, pos, device):
-        """(the circuit's ``modes.ModePlan`` on ``device`` (``memory_mode``),
-        decided once per topology; whether a resident key is held split,
-        ``_split_resident`` of the MSM positions ``pos``); MemoryError where
-        the device cannot hold even that mode's floor
-        (``modes.check_fits_device``)."""
+    def _mode_plan(self, spec, m, device):
+        """The circuit's ``modes.ModePlan`` on ``device`` (``memory_mode``),
+        decided once per topology; MemoryError where the device cannot hold
+        even that mode's floor (``modes.check_fits_device``)."""
         import numpy as np
 
         from jaxprove import memory, modes, pce
+        from jaxprove import groth16 as G
         capacity = memory.device_capacity(device)
         # the key as held on the device (only a resident one is): split where its merged MSM
         # passes do not fit (B1 and B2 keep only the variables that occur in B), else whole
-        split = self._split_resident(m, pos, capacity)
+        split = self._split_resident(m, G.msm_positions(m, device=False), capacity)
         b_vars = int(np.count_nonzero(np.asarray(m.b_input_density))
                      + np.count_nonzero(np.asarray(m.b_aux_density))) if split else None
         if self.memory_mode is None:
@@ -636,7 +635,7 @@ class Groth16Prover:
                 p = self._plans[spec.topology]
         modes.check_fits_device(spec.topology, m.num_vars, m.num_aux, m.rows, m.nbytes, p.mode,
                                 capacity, b_vars)
-        return p, split and p.mode == "resident"
+        return p
 
     def _keys(self, spec, device, m, positions, host: bool):
         """(pk, vk) on ``device``: from this prover's host copy, from the key
@@ -688,8 +687,9 @@ class Groth16Prover:
     @staticmethod
     def _split_resident(m, pos, capacity) -> bool:
         """Whether a resident key is held split (``modes.resident_split``,
-        from the counts of the matrices ``m`` and the MSM positions
-        ``pos``).  A split key is placed on the device already split
+        from the counts of the matrices ``m`` and the MSM positions ``pos``,
+        host or device arrays alike, so that the mode's plan and the load
+        decide the same).  A split key is placed on the device already split
         (``groth16.streaming_key`` in host memory first: the whole key never
         goes to the device); its proofs take the per-MSM path, which would
         otherwise split the whole key again at every proof (a second copy
@@ -714,20 +714,21 @@ class Groth16Prover:
         import jax
 
         from jaxprove import groth16 as G
-        from jaxprove import pce
+        from jaxprove import memory, pce
         from ops import ntt as N
         m = self._host_matrices(spec)
-        pos = G.msm_positions(m, device=False)
         # refused before anything is placed where the device cannot hold even the mode's floor
         # (e.g. a 32GiB partition's ~73 GiB key on a 16 GB card), naming the mode that fits
-        mp, split = self._mode_plan(spec, m, pos, device)
+        mp = self._mode_plan(spec, m, device)
         # out of core the matrices stay in host memory (row blocks go to the device per proof)
         # and h needs no resident domain
         ooc = mp.mode == "out-of-core"
         m = m if ooc else jax.device_put(m, device)
-        pos = jax.device_put(pos, device)
         with jax.default_device(device):
             dom = None if ooc else N.domain(G.domain_log(m.rows))
+            pos = G.msm_positions(m)
+        split = mp.mode == "resident" and self._split_resident(
+            m, pos, memory.device_capacity(device))
         if split:
             log.info("%s: the merged MSM passes do not fit beside the key: the key is held "
                      "split", spec.topology)

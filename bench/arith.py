@@ -55,6 +55,7 @@ VARIANTS = {
 KERNELS = {
     "Fr.mul": ("Fr", "mul", "ff", 1),
     "Fq.mul": ("Fq", "mul", "ff", 1),
+    "Fq.square": ("Fq", "square", "f", 1),
     "Fr.pow16": ("Fr", ("pow", 1 << 16), "f", 32),
     "Fq.pow16": ("Fq", ("pow", 1 << 16), "f", 32),
     "Fq.add": ("Fq", "add", "ff", 0),

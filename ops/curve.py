@@ -14,7 +14,9 @@ Formulas are Renes–Costello–Batina 2015 for a = 0 (b3 = 3b): complete additi
 (Algorithm 7, 12M + 2·m_b3), mixed addition with an affine point (Algorithm 8,
 11M + m_b3; the affine identity is handled by a select) and doubling
 (Algorithm 9, 6M + 2S + m_b3).  They are valid for every input pair on curves
-of odd order, so the identity and P + P need no branches.
+of odd order, so the identity and P + P need no branches.  Where a formula
+sums or subtracts two products it asks for the sum (``F.dots``), which the
+GPU's Fq arithmetic computes with one Montgomery reduction (``ops.ptx``).
 """
 from __future__ import annotations
 
@@ -51,13 +53,14 @@ class CurveArith:
         return (F.zero(like), F.one(like), F.zero(like))
 
     def _tail(self, t0, t1, b3z, t3, t4, y3):
-        """The common end of RCB Algorithms 7 and 8 (6M)."""
+        """The common end of RCB Algorithms 7 and 8 (6M, as three sums of two
+        products: ``dots``, one reduction each where the field has it)."""
         F = self.F
         t0 = F.add(F.dbl(t0), t0)
         z3, t1 = F.add(t1, b3z), F.sub(t1, b3z)
         y3 = self.mul_b3(y3)
-        a, b, c, d, e, f = F.muls([(t4, y3), (t3, t1), (y3, t0), (t1, z3), (t0, t3), (z3, t4)])
-        return (F.sub(b, a), F.add(d, c), F.add(f, e))
+        return tuple(F.dots([[(t3, t1), (F.neg(t4), y3)], [(t1, z3), (y3, t0)],
+                             [(z3, t4), (t0, t3)]]))
 
     def add_products(self, P, Q):
         """RCB Algorithm 7 up to its common tail: (t0, t1, 3b·t2, t3, t4, y3)."""
@@ -144,10 +147,11 @@ class CurveArith:
         PP, RR = F.sqr(P), F.sqr(R)
         PPP, Qx = F.muls([(P, PP), (X1, PP)])
         X3 = F.sub(F.sub(RR, PPP), F.dbl(Qx))
-        t, u, ZZ3, ZZZ3 = F.muls([(R, F.sub(Qx, X3)), (Y1, PPP), (ZZ1, PP), (ZZZ1, PPP)])
+        Y3, = F.dots([[(R, F.sub(Qx, X3)), (F.neg(Y1), PPP)]])
+        ZZ3, ZZZ3 = F.muls([(ZZ1, PP), (ZZZ1, PPP)])
         inf = F.is_zero(ZZ1)
         one = F.one(F.like(x2))
-        out = tuple(F.select(inf, q, r) for q, r in zip((x2, y2, one, one), (X3, F.sub(t, u), ZZ3, ZZZ3)))
+        out = tuple(F.select(inf, q, r) for q, r in zip((x2, y2, one, one), (X3, Y3, ZZ3, ZZZ3)))
         return out, ~inf & F.is_zero(P) & F.is_zero(R)
 
     def xyzz_mdbl(self, Q):
@@ -160,8 +164,8 @@ class CurveArith:
         W, S = F.muls([(U, V), (x, V)])
         M = F.add(F.dbl(XX), XX)
         X3 = F.sub(F.sqr(M), F.dbl(S))
-        t, u = F.muls([(M, F.sub(S, X3)), (W, y)])
-        return (X3, F.sub(t, u), V, W)
+        Y3, = F.dots([[(M, F.sub(S, X3)), (W, F.neg(y))]])
+        return (X3, Y3, V, W)
 
     def xyzz_to_proj(self, A):
         """XYZZ -> projective (X·ZZZ : Y·ZZ : ZZ·ZZZ); the identity -> (0 : 1 : 0)."""

@@ -70,6 +70,19 @@ def _traced_once(fn, static: tuple, *xs):
     return fn(*xs, *static)
 
 
+def dots_by_products(F, groups) -> list:
+    """[Σ_(a,b) ∈ g a·b for g in groups] over any field arithmetic F: all
+    the products as one group (``F.muls``), then the sums."""
+    prods = F.muls([ab for g in groups for ab in g])
+    out = []
+    for g in groups:
+        acc, prods = prods[0], prods[1:]
+        for _ in g[1:]:
+            acc, prods = F.add(acc, prods[0]), prods[1:]
+        out.append(acc)
+    return out
+
+
 @dataclasses.dataclass(frozen=True)
 class FpArith:
     """Arithmetic of F_p on limb lists (the formula layer).  Values are lists
@@ -123,6 +136,8 @@ class FpArith:
         return _traced_once(limbs.sub_mod, (self.pl, self._rolled), a, b)
 
     def neg(self, a):
+        if "sub" in self.ptx:
+            return ptx.sub_mod([0] * self.L, a, self.pl)
         return _traced_once(limbs.neg_mod, (self.pl, self._rolled), a)
 
     def dbl(self, a):
@@ -135,7 +150,19 @@ class FpArith:
         return _traced_once(limbs.montgomery_mul, (self.pl, self.n0, self.unroll), a, b)
 
     def sqr(self, a):
+        if "sqr" in self.ptx:
+            return ptx.montgomery_sqr(a, self.pl, self.n0)
         return self.mul(a, a)
+
+    def dots(self, groups):
+        """[Σ_(a,b) ∈ g a·b for g in groups]: with PTX ``dot``, each sum of
+        products in one Montgomery reduction (``ops.ptx.montgomery_dot``,
+        where the modulus leaves room: Fq up to 8 products, Fr none), else
+        ``dots_by_products``."""
+        if "dot" in self.ptx and max(len(g) for g in groups) <= ptx.dot_terms(self.pl):
+            return [ptx.montgomery_dot(g, self.pl, self.n0) if len(g) > 1 else self.mul(*g[0])
+                    for g in groups]
+        return dots_by_products(self, groups)
 
     def mul_small(self, a, k: int):
         """k·a for a small positive integer constant k, by doubling and adding."""

@@ -124,6 +124,10 @@ class Recorder:
     def muls(self, pairs):
         return [self.mul(x, y) for x, y in pairs]
 
+    def dots(self, groups):
+        from ops.field import dots_by_products   # ops.field imports this module
+        return dots_by_products(self, groups)
+
     def pow(self, a, e):
         return type(self.base).pow(self, a, e)
 

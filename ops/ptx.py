@@ -21,6 +21,14 @@ text and binds them inside Pallas (Triton) kernels as one
   second) costs two SASS instructions per half, IMAD then IADD3.X: an Fq
   product 1,256 SASS instructions against 440 (sm_90a, ptxas 13.4;
   bench/NOTES.md hypothesis 61).
+* ``montgomery_sqr_asm(p, n0)``: a²·R⁻¹ mod p, the cross products once
+  (sppark's ``wide_t`` square) and a separate reduction: Fq 222 wide
+  products against the product's 288.
+* ``montgomery_dot_asm(p, n0, k)``: Σ a_t·b_t·R⁻¹ mod p, the k products'
+  rows added before one reduction per row (sppark's ``dot_product``): Fq
+  432 wide products for two against 576, where (k + 1)·p leaves room below
+  2^(32L) (``dot_terms``: Fq 8, Fr none).  The curve formulas ask for such
+  sums (``FpArith.dots``).
 * ``add_mod_asm(p)`` / ``sub_mod_asm(p)``: canonical (a ± b) mod p.
 * ``cap_registers(x, config)``: the register cap of a kernel
   (``KernelConfig.max_registers``): the kernel function gets the attribute
@@ -60,17 +68,20 @@ except ImportError:  # pragma: no cover - exotic jaxlib builds: portable code on
     _triton_lowering = None
 
 AVAILABLE = _triton_lowering is not None
-OPS = ("mul", "add", "sub")     # the FpArith operations this module can replace
+OPS = ("mul", "add", "sub", "sqr", "dot")   # the FpArith operations this module can replace
+# on unless named otherwise; "sqr" and "dot" wait for their GPU measurement (bench/NOTES.md
+# hypothesis 65: checked here by the interpreter and by ptxas offline, not timed yet)
+DEFAULT_OPS = ("mul", "add", "sub")
 
 
 def default_ops() -> tuple:
     """The operations kernels run as PTX unless their ``KernelConfig`` says
     otherwise: ``$JAXPROVE_PTX`` (comma-separated names from ``OPS``; ``off``
     or empty for none; read once, when ``ops.elementwise`` is imported),
-    else all of them."""
+    else ``DEFAULT_OPS``."""
     v = os.environ.get("JAXPROVE_PTX")
     if v is None:
-        return OPS
+        return DEFAULT_OPS
     names = tuple(x.strip() for x in v.split(",") if x.strip() and x.strip() != "off")
     bad = [x for x in names if x not in OPS]
     if bad:
@@ -129,21 +140,52 @@ def _rshift_cmad_lines(odd, x, y: str) -> list[str]:
     return s
 
 
-def _row_lines(even, odd, a, bi: str, p, n0: int) -> list[str]:
+def _row_lines(even, odd, terms, p, n0: int) -> list[str]:
     """One CIOS row in the even/odd layout (as sppark's ``mont_t``), in place.
     In: T = Σ even[k]·2^(32k) + Σ_(k≥1) odd[k]·2^(32(k−1)) (odd[0] = 0).
-    Out: T + a·b_i + m·p = Σ even[k]·2^(32k) + Σ odd[k]·2^(32(k+1)), with
-    m = T_0'·n0 so that even[0] = 0: divided by 2^32 that is the In form of
-    the next row with the roles of the two arrays swapped.  even takes the
-    products of a's (and p's) even limbs, odd those of the odd limbs, so each
-    product's two halves are adjacent words of one carry chain."""
-    L = len(a)
+    Out: T + Σ_t a_t·b_t + m·p = Σ even[k]·2^(32k) + Σ odd[k]·2^(32(k+1)),
+    with ``terms`` the pairs (a_t, b_t) of an operand's limbs and one limb of
+    the other (one pair: a product's row; several: a sum of products', one
+    reduction for all) and m = T_0'·n0 so that even[0] = 0: divided by 2^32
+    that is the In form of the next row with the roles of the two arrays
+    swapped.  even takes the products of the a's (and p's) even limbs, odd
+    those of the odd limbs, so each product's two halves are adjacent words
+    of one carry chain.  A chain after the first leaves no carry: odd's words
+    1..L hold a part of T, and T < 2^(32(L+1)) (``montgomery_dot_asm``)."""
+    L = len(p)
+    (a, bi), rest = terms[0], terms[1:]
     s = [f"add.cc.u32 {even[0]}, {even[0]}, {odd[1]};"]
     s += _rshift_cmad_lines(odd, a[1::2], bi)
-    s += _cmad_lines(even, a[0::2], bi)
-    s.append(f"addc.u32 {odd[L - 1]}, {odd[L - 1]}, 0;")
-    s.append(f"mul.lo.u32 %m, {even[0]}, {_imm(n0)};")         # word 0 is even[0] alone
+    for c, di in rest:
+        s += _cmad_lines(odd, c[1::2], di)
+    for c, di in terms:
+        s += _cmad_lines(even, c[0::2], di)
+        s.append(f"addc.u32 {odd[L - 1]}, {odd[L - 1]}, 0;")
+    s += _reduce_lines(even, odd, p, n0)
+    return s
+
+
+def _reduce_lines(even, odd, p, n0: int) -> list[str]:
+    """T += m·p with m = T_0·n0 mod 2^32 (T's word 0 is even[0] alone): the
+    even/odd accumulators of a row after its products."""
+    L = len(p)
+    s = [f"mul.lo.u32 %m, {even[0]}, {_imm(n0)};"]
     s += _cmad_lines(odd, [_imm(v) for v in p[1::2]], "%m")    # no carry out: T < 2^(32(L+1))
+    s += _cmad_lines(even, [_imm(v) for v in p[0::2]], "%m")
+    s.append(f"addc.u32 {odd[L - 1]}, {odd[L - 1]}, 0;")
+    return s
+
+
+def _redc_row_lines(even, odd, p, n0: int) -> list[str]:
+    """A row without products (Montgomery reduction of a value already in
+    the accumulators, sppark's ``mul_by_1``): In and Out as ``_row_lines``,
+    T + m·p with m = T_0·n0.  T_0 (even[0] + odd[1]) is formed apart first,
+    so no instruction stands between a carry and its reader."""
+    L = len(p)
+    s = [f"add.u32 %t, {even[0]}, {odd[1]};",
+         f"mul.lo.u32 %m, %t, {_imm(n0)};",
+         f"add.cc.u32 {even[0]}, {even[0]}, {odd[1]};"]
+    s += _rshift_cmad_lines(odd, [_imm(v) for v in p[1::2]], "%m")
     s += _cmad_lines(even, [_imm(v) for v in p[0::2]], "%m")
     s.append(f"addc.u32 {odd[L - 1]}, {odd[L - 1]}, 0;")
     return s
@@ -152,10 +194,14 @@ def _row_lines(even, odd, a, bi: str, p, n0: int) -> list[str]:
 def _rows_lines(even, odd, a, bs, p, n0: int):
     """The rows of b's limbs ``bs`` in turn (``_row_lines``, the arrays'
     roles swapping after each) -> (lines, even, odd) with the names of the
-    arrays in their roles after the last row."""
+    arrays in their roles after the last row.  ``a`` may be a list of
+    operands and ``bs`` then a list of their partners' limb lists: the rows
+    of a sum of products."""
+    if a and isinstance(a[0], str):
+        a, bs = [a], [bs]
     s = []
-    for bi in bs:
-        s += _row_lines(even, odd, a, bi, p, n0)
+    for bi in zip(*bs):
+        s += _row_lines(even, odd, list(zip(a, bi)), p, n0)
         even, odd = odd, even
     return s, even, odd
 
@@ -187,6 +233,109 @@ def montgomery_mul_asm(p: Sequence[int], n0: int) -> str:
     s += [f"mov.u32 {x}, 0;" for x in even + odd]
     rows, even, odd = _rows_lines(even, odd, a, b, p, n0)
     s += rows + _merge_lines(out, even, odd, p)
+    s.append("}")
+    return "\n".join(s)
+
+
+def montgomery_dot_asm(p: Sequence[int], n0: int, terms: int = 2) -> str:
+    """PTX of Σ_t a_t·b_t·R⁻¹ mod p for ``terms`` pairs (operands: result,
+    then a_1, b_1, a_2, b_2, …): every row adds all the products' row
+    before one reduction (``_row_lines``), so a sum of two products costs
+    3L² wide multiply-adds instead of 4L² and one subtraction instead of
+    two (sppark's ``dot_product``).  Valid where (terms + 1)·p < R = 2^(32L)
+    (``dot_terms``): a row leaves T < T/2^32 + (terms + 1)·p, which must stay
+    below R for T·2^32 to fit the L + 1 words, and the result
+    (Σ a_t·b_t + M·p)/R < terms·p²/R + p < 2p needs one subtraction."""
+    _check_even(p)
+    if terms > dot_terms(p):
+        raise ValueError(f"montgomery_dot_asm: {terms} products exceed this modulus's "
+                         f"{dot_terms(p)} ((terms + 1)·p must stay below 2^(32L))")
+    L = len(p)
+    groups = _operands(L, *([L] * 2 * terms))
+    out, ab = groups[0], groups[1:]
+    even, odd = [f"%e{j}" for j in range(L)], [f"%o{j}" for j in range(L)]
+    s = [f"{{ .reg .u32 %e<{L}>, %o<{L}>, %r<{L}>, %m, %top; .reg .pred %c;"]
+    s += [f"mov.u32 {x}, 0;" for x in even + odd]
+    rows, even, odd = _rows_lines(even, odd, ab[0::2], ab[1::2], p, n0)
+    s += rows + _merge_lines(out, even, odd, p)
+    s.append("}")
+    return "\n".join(s)
+
+
+def dot_terms(p: Sequence[int]) -> int:
+    """How many products ``montgomery_dot_asm`` may sum for the limbs p: the
+    largest k with (k + 1)·p + 2^(32(L−1)) < 2^(32L), the rows' bound
+    (Fq: 8; Fr: 1, so no sum)."""
+    v, L = sum(x << (32 * j) for j, x in enumerate(p)), len(p)
+    k = 0
+    while (k + 2) * v + (1 << (32 * (L - 1))) < 1 << (32 * L):   # T/2^32 < 2^(32(L−1))
+        k += 1
+    return k
+
+
+def montgomery_sqr_asm(p: Sequence[int], n0: int) -> str:
+    """PTX of a²·R⁻¹ mod p (sppark's ``wide_t`` square, then ``mul_by_1``):
+
+    1. the cross products a_i·a_j (i < j) once each into a 2L-word sum, the
+       row of a_i in two carry chains, one per parity of i + j (``E`` holds
+       the pairs starting on even words, ``O`` those on odd words, so a
+       product's halves stay adjacent), each chain ending by carrying into
+       the next word, which no earlier row reached past;
+    2. S = 2·(E + O) + Σ a_i²·2^(64i) = a², in 2L words;
+    3. Montgomery reduction of S's low half: L rows m·p without products
+       (``_redc_row_lines``) leave (S_lo + M·p)/R ≤ p; plus S's high half
+       (< p²/R < p) that is below 2p, then one conditional subtraction.
+
+    L(L−1)/2 + L wide products for the square and L² for the reduction
+    against the product's 2L²: Fq 222 against 288."""
+    _check_even(p)
+    L = len(p)
+    out, a = _operands(L, L)
+    E, O, S = ([f"%{x}{w}" for w in range(2 * L)] for x in "EOS")
+    even, odd = [f"%e{j}" for j in range(L)], [f"%o{j}" for j in range(L)]
+    s = [f"{{ .reg .u32 %E<{2 * L}>, %O<{2 * L}>, %S<{2 * L}>, %e<{L}>, %o<{L}>, "
+         f"%r<{L}>, %m, %t, %top; .reg .pred %c;"]
+    written = set()
+
+    def word(x, w):           # a word's register, or 0 while nothing was added to it
+        return x[w] if x[w] in written else "0"
+
+    for i in range(L - 1):
+        for X, first in ((E, i + 2), (O, i + 1)):
+            js = range(first, L, 2)
+            for n, j in enumerate(js):
+                w = i + j
+                s.append(f"{'mad' if n == 0 else 'madc'}.lo.cc.u32 {X[w]}, {a[i]}, {a[j]}, "
+                         f"{word(X, w)};")
+                s.append(f"madc.hi.cc.u32 {X[w + 1]}, {a[i]}, {a[j]}, {word(X, w + 1)};")
+                written.update((X[w], X[w + 1]))
+            if js:
+                top = i + js[-1] + 2
+                s.append(f"addc.u32 {X[top]}, {word(X, top)}, 0;")
+                written.add(X[top])
+    # S = E + O (no word 0 in either), doubled, plus the squares a_i²
+    s.append(f"mov.u32 {S[0]}, 0;")
+    s.append(f"add.cc.u32 {S[1]}, {word(E, 1)}, {word(O, 1)};")
+    s += [f"addc.cc.u32 {S[w]}, {word(E, w)}, {word(O, w)};" for w in range(2, 2 * L - 1)]
+    s.append(f"addc.u32 {S[2 * L - 1]}, {word(E, 2 * L - 1)}, {word(O, 2 * L - 1)};")
+    s += _chain("add", S[1:], S[1:], S[1:], carry_out=False)
+    for i in range(L):
+        s.append(f"{'mad' if i == 0 else 'madc'}.lo.cc.u32 {S[2 * i]}, {a[i]}, {a[i]}, {S[2 * i]};")
+        s.append(f"madc.hi{'.cc' if i < L - 1 else ''}.u32 {S[2 * i + 1]}, {a[i]}, {a[i]}, "
+                 f"{S[2 * i + 1]};")
+    # (S_lo + M·p)/R, then + S_hi
+    s += [f"mov.u32 {x}, {y};" for x, y in zip(even, S[:L])]
+    s += [f"mov.u32 {x}, 0;" for x in odd]
+    for _ in range(L):
+        s += _redc_row_lines(even, odd, p, n0)
+        even, odd = odd, even
+    r, hi = [f"%r{j}" for j in range(L)], S[L:]
+    s.append(f"add.cc.u32 {r[0]}, {even[0]}, {odd[1]};")
+    s += [f"addc.cc.u32 {r[k]}, {even[k]}, {odd[k + 1]};" for k in range(1, L - 1)]
+    s.append(f"addc.u32 {r[L - 1]}, {even[L - 1]}, 0;")
+    s += _chain("add", r, r, hi, carry_out=True)
+    s.append("addc.u32 %top, 0, 0;")
+    s += _minus_p_if_not_below(out, r, "%top", p)
     s.append("}")
     return "\n".join(s)
 
@@ -382,6 +531,28 @@ def montgomery_mul(a, b, p: Sequence[int], n0: int, rolled: bool = True,
     b = [jnp.broadcast_to(jnp.asarray(x).astype(jnp.uint32), zero.shape) for x in b]
     even, odd, _ = jax.lax.fori_loop(0, L // k, step, ([zero] * L, [zero] * L, b))
     return call(progs[3], L, even + odd)
+
+
+@functools.lru_cache(maxsize=None)
+def _sqr_program(p: tuple, n0: int):
+    return montgomery_sqr_asm(p, n0)
+
+
+@functools.lru_cache(maxsize=None)
+def _dot_program(p: tuple, n0: int, terms: int):
+    return montgomery_dot_asm(p, n0, terms)
+
+
+def montgomery_sqr(a, p: Sequence[int], n0: int) -> list:
+    """a²·R⁻¹ mod p (``montgomery_sqr_asm``)."""
+    return call(_sqr_program(tuple(p), n0), len(p), list(a))
+
+
+def montgomery_dot(pairs, p: Sequence[int], n0: int) -> list:
+    """Σ a·b·R⁻¹ mod p over ``pairs`` of limb lists, one reduction for all
+    (``montgomery_dot_asm``; at most ``dot_terms(p)`` pairs)."""
+    return call(_dot_program(tuple(p), n0, len(pairs)), len(p),
+                [x for a, b in pairs for x in list(a) + list(b)])
 
 
 def add_mod(a, b, p: Sequence[int]) -> list:

@@ -21,7 +21,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ops.elementwise import DEFAULT, KernelConfig
-from ops.field import FieldOps, FpArith, PrimeField, Fq as _Fq, pow_by_constant
+from ops.field import FieldOps, FpArith, PrimeField, Fq as _Fq, dots_by_products, pow_by_constant
 
 
 @dataclasses.dataclass(frozen=True)
@@ -75,6 +75,9 @@ class Fp2Arith:
 
     def muls(self, pairs):
         return [self.mul(x, y) for x, y in pairs]
+
+    def dots(self, groups):
+        return dots_by_products(self, groups)
 
     def mul_base(self, a, s):
         """a · s for s in Fq."""

@@ -89,6 +89,25 @@ def run_ptx(asm: str, operands: list[int | None]) -> list[int]:
     return ops
 
 
+def interpreted_call(asm, n_out, rows):
+    """``ptx.call`` on the CPU: every lane's program run by ``run_ptx`` (a
+    host callback per call), so JAX code binding PTX runs here."""
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+    rows = [jnp.asarray(r).astype(jnp.uint32) for r in rows]
+    shape = jnp.broadcast_shapes(*(r.shape for r in rows))
+    rows = [jnp.broadcast_to(r, shape).reshape(-1) for r in rows]
+
+    def host(*xs):
+        xs = [np.asarray(x) for x in xs]
+        outs = [run_ptx(asm, [None] * n_out + [int(x[i]) for x in xs])[:n_out]
+                for i in range(xs[0].shape[0])]
+        return [np.asarray([o[j] for o in outs], np.uint32) for j in range(n_out)]
+    flat = jax.ShapeDtypeStruct(rows[0].shape, jnp.uint32)
+    return [r.reshape(shape) for r in jax.pure_callback(host, [flat] * n_out, *rows)]
+
+
 def limbs_of(x: int, L: int) -> list[int]:
     return [(x >> (32 * j)) & M32 for j in range(L)]
 
@@ -141,21 +160,51 @@ def test_rolled_product_rows_then_merge(field):
         assert value(out) == a * b * pow(R, -1, p) % p, (field, a, b)
 
 
-def test_rows_program_needs_an_even_count():
-    ar = FpArith(P_FQ)
-    for bad in (0, 1, 3):
-        with pytest.raises(ValueError, match="even"):
-            ptx.montgomery_rows_asm(ar.pl, ar.n0, bad)
-    with pytest.raises(ValueError, match="even limb count"):
-        ptx.montgomery_mul_asm((7, 5, 3), 1)
+@pytest.mark.parametrize("field", sorted(FIELDS))
+def test_montgomery_square_is_aaR_inverse(field):
+    p = FIELDS[field]
+    ar = FpArith(p)
+    L, R = ar.L, 1 << (32 * ar.L)
+    asm = ptx.montgomery_sqr_asm(ar.pl, ar.n0)
+    for a in sorted({x for pair in samples(p, 60, 4) for x in pair}):
+        out = run_ptx(asm, [None] * L + limbs_of(a, L))[:L]
+        assert value(out) == a * a * pow(R, -1, p) % p, (field, a)
 
 
-def test_halves_of_a_product_are_adjacent_in_one_chain():
-    """The property the layout exists for (ptxas fuses such a pair into one
-    IMAD.WIDE.U32.X): every ``madc.hi`` directly follows the ``mad(c).lo``
-    with the same factors, writing the next word."""
+def test_sum_of_products_in_one_reduction():
+    """Σ a_t·b_t·R⁻¹ mod p for 2, 3 and the most products Fq allows (8),
+    worst case (every operand p − 1) included; Fr has no room for a sum
+    (3p > 2^256), and asking beyond the room is refused."""
+    p = P_FQ
+    ar = FpArith(p)
+    L, R = ar.L, 1 << (32 * ar.L)
+    assert ptx.dot_terms(ar.pl) == 8 and ptx.dot_terms(FpArith(R_FR).pl) == 1
+    rng = random.Random(9)
+    for k in (2, 3, 8):
+        asm = ptx.montgomery_dot_asm(ar.pl, ar.n0, k)
+        cases = [[p - 1] * (2 * k), [0] * (2 * k), [1] * (2 * k)] + \
+            [[rng.randrange(p) for _ in range(2 * k)] for _ in range(25)]
+        for c in cases:
+            ins = [None] * L + [w for v in c for w in limbs_of(v, L)]
+            want = sum(c[2 * t] * c[2 * t + 1] for t in range(k)) * pow(R, -1, p) % p
+            assert value(run_ptx(asm, ins)[:L]) == want, (k, c)
+    with pytest.raises(ValueError, match="exceed"):
+        ptx.montgomery_dot_asm(ar.pl, ar.n0, 9)
+    with pytest.raises(ValueError, match="exceed"):
+        ptx.montgomery_dot_asm(FpArith(R_FR).pl, FpArith(R_FR).n0, 2)
+
+
+@pytest.mark.parametrize("program", ["mul", "sqr", "dot"])
+def test_products_cost_what_their_layout_says(program):
+    """Every ``madc.hi`` directly follows the ``mad(c).lo`` with the same
+    factors (one IMAD.WIDE.U32.X each), and the wide products number 2L²
+    (a·b and m·p), L(L−1)/2 + L + L² (the square: cross products once, the
+    squares, the reduction) and 3L² (two products, one reduction)."""
     ar = FpArith(P_FQ)
-    lines = [x.strip() for x in ptx.montgomery_mul_asm(ar.pl, ar.n0).split(";")]
+    asm = {"mul": lambda: ptx.montgomery_mul_asm(ar.pl, ar.n0),
+           "sqr": lambda: ptx.montgomery_sqr_asm(ar.pl, ar.n0),
+           "dot": lambda: ptx.montgomery_dot_asm(ar.pl, ar.n0, 2)}[program]()
+    lines = [x.strip() for x in asm.split(";")]
     mads = 0
     for prev, line in zip(lines, lines[1:]):
         if line.startswith(("madc.hi", "mad.hi")):
@@ -164,7 +213,77 @@ def test_halves_of_a_product_are_adjacent_in_one_chain():
             assert [x.strip() for x in lo[1].split(",")[1:3]] == \
                 [x.strip() for x in hi[1].split(",")[1:3]], (prev, line)
             mads += 1
-    assert mads == 2 * 12 * 12                    # a·b and m·p: L² products each
+    L = 12
+    assert mads == {"mul": 2 * L * L, "sqr": L * (L - 1) // 2 + L + L * L,
+                    "dot": 3 * L * L}[program]
+
+
+def test_formulas_with_ptx_against_python_and_py_ecc(monkeypatch):
+    """The PTX formula layer (every ``ops.ptx.OPS`` operation, the programs
+    run by the interpreter) on what the MSM's bucket walk and the projective
+    additions use: sqr, neg, sums of products (Fq: one reduction; Fr: the
+    products' fallback) against Python integers, and the XYZZ mixed addition
+    and doubling and RCB's complete addition against py_ecc."""
+    import jax.numpy as jnp
+    from py_ecc import bls12_381 as pe
+
+    from ops.curve import CurveArith
+    monkeypatch.setattr(ptx, "call", interpreted_call)
+
+    def rows(xs, L):
+        return [jnp.asarray([limbs_of(x, L)[j] for x in xs], jnp.uint32) for j in range(L)]
+
+    def ints(r):
+        return [value([int(w[i]) for w in r]) for i in range(r[0].shape[0])]
+    rng = random.Random(11)
+    for p in (P_FQ, R_FR):
+        F = FpArith(p, ptx=ptx.OPS)
+        Ri = pow(1 << (32 * F.L), -1, p)
+        va = [0, 1, p - 1] + [rng.randrange(p) for _ in range(3)]
+        vb = va[::-1]
+        a, b = rows(va, F.L), rows(vb, F.L)
+        assert ints(F.sqr(a)) == [x * x * Ri % p for x in va]
+        assert ints(F.neg(a)) == [(-x) % p for x in va]
+        s2, s1 = F.dots([[(a, b), (b, b)], [(a, a)]])
+        assert ints(s2) == [(x * y + y * y) * Ri % p for x, y in zip(va, vb)]
+        assert ints(s1) == [x * x * Ri % p for x in va]
+    # G1 points in Montgomery form, as the kernels hold them
+    F = FpArith(P_FQ, ptx=ptx.OPS)
+    R, Ri = F.R, pow(1 << 384, -1, P_FQ)
+    C = CurveArith(F, 4)
+
+    def pts(ks):
+        aff = [pe.multiply(pe.G1, k) for k in ks]
+        return tuple(rows([int(c[i].n) * R % P_FQ for c in aff], 12) for i in (0, 1))
+
+    def real(r):
+        return [v * Ri % P_FQ for v in ints(r)]
+
+    def want(ks):
+        return [tuple(int(c.n) for c in pe.multiply(pe.G1, k)) for k in ks]
+    Q, P2 = pts([3, 5, 7]), pts([11, 13, 17])
+    A, dbl = C.xyzz_madd(C.xyzz_identity(Q[0][0]), P2)           # identity + P2 = P2
+    A, dbl = C.xyzz_madd(A, Q)
+    X, Y, ZZ, ZZZ = (real(v) for v in A)
+    assert not any(bool(x) for x in dbl)
+    assert [(x * pow(z, -1, P_FQ) % P_FQ, y * pow(zz, -1, P_FQ) % P_FQ)
+            for x, y, z, zz in zip(X, Y, ZZ, ZZZ)] == want([14, 18, 24])
+    X, Y, ZZ, ZZZ = (real(v) for v in C.xyzz_mdbl(Q))
+    assert [(x * pow(z, -1, P_FQ) % P_FQ, y * pow(zz, -1, P_FQ) % P_FQ)
+            for x, y, z, zz in zip(X, Y, ZZ, ZZZ)] == want([6, 10, 14])
+    one = F.one(Q[0][0])
+    X, Y, Z = (real(v) for v in C.add((*Q, one), (*P2, one)))
+    assert [(x * pow(z, -1, P_FQ) % P_FQ, y * pow(z, -1, P_FQ) % P_FQ)
+            for x, y, z in zip(X, Y, Z)] == want([14, 18, 24])
+
+
+def test_rows_program_needs_an_even_count():
+    ar = FpArith(P_FQ)
+    for bad in (0, 1, 3):
+        with pytest.raises(ValueError, match="even"):
+            ptx.montgomery_rows_asm(ar.pl, ar.n0, bad)
+    with pytest.raises(ValueError, match="even limb count"):
+        ptx.montgomery_mul_asm((7, 5, 3), 1)
 
 
 @pytest.mark.parametrize("field", sorted(FIELDS))
@@ -183,16 +302,7 @@ def test_rolled_product_with_several_rows_per_step(field, rows, monkeypatch):
     rng = random.Random(rows)
     pairs = [(p - 1, p - 2), (1, p - 1)] + [(rng.randrange(p), rng.randrange(p)) for _ in range(4)]
 
-    def call(asm, n_out, rows_):
-        def host(*xs):
-            xs = [np.asarray(x) for x in xs]
-            outs = [run_ptx(asm, [None] * n_out + [int(x[i]) for x in xs])[:n_out]
-                    for i in range(xs[0].shape[0])]
-            return [np.asarray([o[j] for o in outs], np.uint32) for j in range(n_out)]
-        shape = jax.ShapeDtypeStruct(jnp.shape(rows_[0]), jnp.uint32)
-        return jax.pure_callback(host, [shape] * n_out, *rows_)
-
-    monkeypatch.setattr(ptx, "call", call)
+    monkeypatch.setattr(ptx, "call", interpreted_call)
     a = [jnp.asarray([limbs_of(x, L)[j] for x, _ in pairs], jnp.uint32) for j in range(L)]
     b = [jnp.asarray([limbs_of(y, L)[j] for _, y in pairs], jnp.uint32) for j in range(L)]
     out = ptx.montgomery_mul(a, b, ar.pl, ar.n0, rolled=True, rows_per_step=rows)
@@ -283,6 +393,8 @@ def test_kernel_config_names_its_ptx_operations():
 
 def test_default_ops_from_the_environment(monkeypatch):
     monkeypatch.delenv("JAXPROVE_PTX", raising=False)
+    assert ptx.default_ops() == ptx.DEFAULT_OPS
+    monkeypatch.setenv("JAXPROVE_PTX", ",".join(ptx.OPS))
     assert ptx.default_ops() == ptx.OPS
     monkeypatch.setenv("JAXPROVE_PTX", "mul")
     assert ptx.default_ops() == ("mul",)

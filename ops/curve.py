@@ -15,7 +15,7 @@ Formulas are Renes–Costello–Batina 2015 for a = 0 (b3 = 3b): complete additi
 11M + m_b3; the affine identity is handled by a select) and doubling
 (Algorithm 9, 6M + 2S + m_b3).  They are valid for every input pair on curves
 of odd order, so the identity and P + P need no branches.  Where a formula
-sums or subtracts two products it asks for the sum (``F.dots``), which the
+sums or subtracts products it asks for the sum (``F.dots``), which the
 GPU's Fq arithmetic computes with one Montgomery reduction (``ops.ptx``).
 """
 from __future__ import annotations
@@ -59,7 +59,7 @@ class CurveArith:
         t0 = F.add(F.dbl(t0), t0)
         z3, t1 = F.add(t1, b3z), F.sub(t1, b3z)
         y3 = self.mul_b3(y3)
-        return tuple(F.dots([[(t3, t1), (F.neg(t4), y3)], [(t1, z3), (y3, t0)],
+        return tuple(F.dots([[(t3, t1), (t4, y3, -1)], [(t1, z3), (y3, t0)],
                              [(z3, t4), (t0, t3)]]))
 
     def add_products(self, P, Q):
@@ -147,7 +147,7 @@ class CurveArith:
         PP, RR = F.sqr(P), F.sqr(R)
         PPP, Qx = F.muls([(P, PP), (X1, PP)])
         X3 = F.sub(F.sub(RR, PPP), F.dbl(Qx))
-        Y3, = F.dots([[(R, F.sub(Qx, X3)), (F.neg(Y1), PPP)]])
+        Y3, = F.dots([[(R, F.sub(Qx, X3)), (Y1, PPP, -1)]])
         ZZ3, ZZZ3 = F.muls([(ZZ1, PP), (ZZZ1, PPP)])
         inf = F.is_zero(ZZ1)
         one = F.one(F.like(x2))
@@ -164,7 +164,7 @@ class CurveArith:
         W, S = F.muls([(U, V), (x, V)])
         M = F.add(F.dbl(XX), XX)
         X3 = F.sub(F.sqr(M), F.dbl(S))
-        Y3, = F.dots([[(M, F.sub(S, X3)), (W, F.neg(y))]])
+        Y3, = F.dots([[(M, F.sub(S, X3)), (W, y, -1)]])
         return (X3, Y3, V, W)
 
     def xyzz_to_proj(self, A):

@@ -70,15 +70,25 @@ def _traced_once(fn, static: tuple, *xs):
     return fn(*xs, *static)
 
 
+def term_sign(term) -> int:
+    """A ``dots`` term's sign: (a, b) adds a·b, (a, b, -1) subtracts it."""
+    s = term[2] if len(term) > 2 else 1
+    if s not in (1, -1):
+        raise ValueError(f"dots: a term's sign is 1 or -1, got {s!r}")
+    return s
+
+
 def dots_by_products(F, groups) -> list:
-    """[Σ_(a,b) ∈ g a·b for g in groups] over any field arithmetic F: all
-    the products as one group (``F.muls``), then the sums."""
-    prods = F.muls([ab for g in groups for ab in g])
-    out = []
+    """[Σ_(a,b,±) ∈ g ±a·b for g in groups] over any field arithmetic F: all
+    the products as one group (``F.muls``), then the sums and differences."""
+    prods = F.muls([t[:2] for g in groups for t in g])
+    out, k = [], 0
     for g in groups:
-        acc, prods = prods[0], prods[1:]
-        for _ in g[1:]:
-            acc, prods = F.add(acc, prods[0]), prods[1:]
+        acc = prods[k] if term_sign(g[0]) > 0 else F.neg(prods[k])
+        for t in g[1:]:
+            k += 1
+            acc = (F.add if term_sign(t) > 0 else F.sub)(acc, prods[k])
+        k += 1
         out.append(acc)
     return out
 
@@ -154,14 +164,23 @@ class FpArith:
             return ptx.montgomery_sqr(a, self.pl, self.n0)
         return self.mul(a, a)
 
+    @functools.cached_property
+    def dot_terms(self) -> int:
+        """The most products a sum computes with one reduction (``dots``): 1
+        without PTX ``dot`` (a sum is its products' sum), else as the modulus
+        leaves room (``ops.ptx.dot_terms``: Fq 8, Fr 1)."""
+        return ptx.dot_terms(self.pl) if "dot" in self.ptx else 1
+
     def dots(self, groups):
-        """[Σ_(a,b) ∈ g a·b for g in groups]: with PTX ``dot``, each sum of
-        products in one Montgomery reduction (``ops.ptx.montgomery_dot``,
-        where the modulus leaves room: Fq up to 8 products, Fr none), else
+        """[Σ_(a,b,±) ∈ g ±a·b for g in groups], a term (a, b) or (a, b, -1):
+        with PTX ``dot``, each sum of products in one Montgomery reduction
+        (``ops.ptx.montgomery_dot``, a subtracted term's a negated; where the
+        modulus leaves room: Fq up to 8 products, Fr none), else
         ``dots_by_products``."""
-        if "dot" in self.ptx and max(len(g) for g in groups) <= ptx.dot_terms(self.pl):
-            return [ptx.montgomery_dot(g, self.pl, self.n0) if len(g) > 1 else self.mul(*g[0])
-                    for g in groups]
+        if max(len(g) for g in groups) <= self.dot_terms > 1:
+            return [ptx.montgomery_dot([(t[0] if term_sign(t) > 0 else self.neg(t[0]), t[1])
+                                        for t in g], self.pl, self.n0)
+                    if len(g) > 1 else dots_by_products(self, [g])[0] for g in groups]
         return dots_by_products(self, groups)
 
     def mul_small(self, a, k: int):

@@ -124,6 +124,8 @@ class Recorder:
     def muls(self, pairs):
         return [self.mul(x, y) for x, y in pairs]
 
+    dot_terms = 1       # a sum of products is recorded as its products and sums
+
     def dots(self, groups):
         from ops.field import dots_by_products   # ops.field imports this module
         return dots_by_products(self, groups)

@@ -21,7 +21,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from ops.elementwise import DEFAULT, KernelConfig
-from ops.field import FieldOps, FpArith, PrimeField, Fq as _Fq, dots_by_products, pow_by_constant
+from ops.field import FieldOps, FpArith, PrimeField, Fq as _Fq, dots_by_products, \
+    pow_by_constant, term_sign
 
 
 @dataclasses.dataclass(frozen=True)
@@ -64,6 +65,8 @@ class Fp2Arith:
 
     def mul(self, a, b):
         F = self.base
+        if F.dot_terms >= 2:          # two sums of two Fq products, one reduction each
+            return self.dots([[(a, b)]])[0]
         t0, t1, t2 = F.muls([(a[0], b[0]), (a[1], b[1]),
                              (F.add(a[0], a[1]), F.add(b[0], b[1]))])
         return (F.sub(t0, t1), F.sub(t2, F.add(t0, t1)))
@@ -77,7 +80,23 @@ class Fp2Arith:
         return [self.mul(x, y) for x, y in pairs]
 
     def dots(self, groups):
-        return dots_by_products(self, groups)
+        """[Σ_(x,y,±) ∈ g ±x·y for g in groups] (terms as ``FpArith.dots``):
+        where the base field sums 2·|g| products in one reduction, each Fq2
+        sum is two such Fq sums, Σ ±(x0·y0 − x1·y1) and Σ ±(x0·y1 + x1·y0)
+        (u² = −1); else ``dots_by_products`` (Karatsuba products, then the
+        sums)."""
+        F = self.base
+        if 2 * max(len(g) for g in groups) > F.dot_terms:
+            return dots_by_products(self, groups)
+        def parts(g):             # the Fq terms of the sum's real and u parts
+            re, im = [], []
+            for t in g:
+                (x, y), s = t[:2], term_sign(t)
+                re += [(x[0], y[0], s), (x[1], y[1], -s)]
+                im += [(x[0], y[1], s), (x[1], y[0], s)]
+            return re, im
+        sums = F.dots([part for g in groups for part in parts(g)])
+        return [(sums[2 * i], sums[2 * i + 1]) for i in range(len(groups))]
 
     def mul_base(self, a, s):
         """a · s for s in Fq."""

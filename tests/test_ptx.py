@@ -223,11 +223,13 @@ def test_formulas_with_ptx_against_python_and_py_ecc(monkeypatch):
     run by the interpreter) on what the MSM's bucket walk and the projective
     additions use: sqr, neg, sums of products (Fq: one reduction; Fr: the
     products' fallback) against Python integers, and the XYZZ mixed addition
-    and doubling and RCB's complete addition against py_ecc."""
+    and doubling and RCB's complete addition (G1, and G2 with its Fq2
+    products as Fq sums) against py_ecc."""
     import jax.numpy as jnp
     from py_ecc import bls12_381 as pe
 
     from ops.curve import CurveArith
+    from ops.tower import Fp2Arith
     monkeypatch.setattr(ptx, "call", interpreted_call)
 
     def rows(xs, L):
@@ -247,6 +249,10 @@ def test_formulas_with_ptx_against_python_and_py_ecc(monkeypatch):
         s2, s1 = F.dots([[(a, b), (b, b)], [(a, a)]])
         assert ints(s2) == [(x * y + y * y) * Ri % p for x, y in zip(va, vb)]
         assert ints(s1) == [x * x * Ri % p for x in va]
+        d, = F.dots([[(a, b, -1), (b, b)]])
+        assert ints(d) == [(y * y - x * y) * Ri % p for x, y in zip(va, vb)]
+        with pytest.raises(ValueError, match="sign"):
+            F.dots([[(a, b, 2), (b, b)]])
     # G1 points in Montgomery form, as the kernels hold them
     F = FpArith(P_FQ, ptx=ptx.OPS)
     R, Ri = F.R, pow(1 << 384, -1, P_FQ)
@@ -275,6 +281,27 @@ def test_formulas_with_ptx_against_python_and_py_ecc(monkeypatch):
     X, Y, Z = (real(v) for v in C.add((*Q, one), (*P2, one)))
     assert [(x * pow(z, -1, P_FQ) % P_FQ, y * pow(z, -1, P_FQ) % P_FQ)
             for x, y, z in zip(X, Y, Z)] == want([14, 18, 24])
+    # G2: Fq2 products and sums as Fq sums of 2 and 4 products (u² = −1)
+    E = Fp2Arith(F)
+    C2 = CurveArith(E, (4, 4))
+
+    def pts2(ks):
+        aff = [pe.multiply(pe.G2, k) for k in ks]
+        return tuple(tuple(rows([int(c[i].coeffs[j]) * R % P_FQ for c in aff], 12) for j in (0, 1))
+                     for i in (0, 1))
+
+    def real2(v):
+        return list(zip(real(v[0]), real(v[1])))
+
+    def fq2_div(x, z):          # (x0 + x1·u) / (z0 + z1·u), u² = −1
+        n = pow(z[0] * z[0] + z[1] * z[1], -1, P_FQ)
+        return ((x[0] * z[0] + x[1] * z[1]) * n % P_FQ, (x[1] * z[0] - x[0] * z[1]) * n % P_FQ)
+    Q2, R2 = pts2([3, 5, 7]), pts2([11, 13, 17])
+    one2 = E.one(Q[0][0])
+    X, Y, Z = (real2(v) for v in C2.add((*Q2, one2), (*R2, one2)))
+    got = [(fq2_div(x, z), fq2_div(y, z)) for x, y, z in zip(X, Y, Z)]
+    assert got == [tuple(tuple(int(v) for v in c.coeffs) for c in pe.multiply(pe.G2, k))
+                   for k in (14, 18, 24)]
 
 
 def test_rows_program_needs_an_even_count():

@@ -80,6 +80,7 @@ def kernels(config: KernelConfig | None = KernelConfig()):
     return {
         "Fr.mul": (Fr.mul, (s(8), s(8))),
         "Fq.mul": (Fq.mul, (s(12), s(12))),
+        "Fq.square": (Fq.square, (s(12),)),
         "Fq.add": (Fq.add, (s(12), s(12))),
         "Fq.inv": (Fq.inv, (s(12),)),
         "Fq2.mul": (Fq2.mul, (s(2, 12), s(2, 12))),

@@ -38,7 +38,12 @@ text and binds them inside Pallas (Triton) kernels as one
 
 Operands: ``$0 .. $(L-1)`` are the result limbs, then the limbs of a, then
 of b (least significant first), all ``.u32``; the constants of p are
-immediates.  Inputs and outputs are canonical, as in ``ops.limbs``.
+immediates.  Inputs and outputs are canonical, as in ``ops.limbs``.  A
+program's own registers are declared in its block and must not be named as
+LLVM's NVPTX backend names the operands it substitutes (%r, %rd, %p, …): a
+local ``%r1`` would shadow the operand ``%r1`` (``LOCAL_REGISTERS``; the
+first standalone squaring kernel read its own uninitialised registers on the
+H100 that way, session 33).
 
 ``call(asm, n_out, rows)`` binds ``ptx_asm_p``, our own primitive (jax's
 ``plgpu.elementwise_inline_asm`` drops all but one result when there are
@@ -90,6 +95,11 @@ def default_ops() -> tuple:
 
 
 # ---------------------------------------------------------------- programs
+# the register names the programs declare, none of which LLVM's NVPTX backend gives the
+# values it substitutes for $k (it uses %r, %rd, %rs, %p, %f, %fd, %h, %hh)
+LOCAL_REGISTERS = ("e", "o", "v", "m", "t", "top", "c", "E", "O", "S", "u", "d", "q", "mask")
+
+
 def _imm(v: int) -> str:
     return f"0x{v:08x}"
 
@@ -209,7 +219,7 @@ def _rows_lines(even, odd, a, bs, p, n0: int):
 def _merge_lines(out, even, odd, p) -> list[str]:
     """out = (even + (odd >> 32)) mod p, the sum below 2p."""
     L = len(p)
-    r = [f"%r{j}" for j in range(L)]
+    r = [f"%v{j}" for j in range(L)]
     s = [f"add.cc.u32 {r[0]}, {even[0]}, {odd[1]};"]
     s += [f"addc.cc.u32 {r[k]}, {even[k]}, {odd[k + 1]};" for k in range(1, L - 1)]
     s.append(f"addc.u32 {r[L - 1]}, {even[L - 1]}, 0;")
@@ -229,7 +239,7 @@ def montgomery_mul_asm(p: Sequence[int], n0: int) -> str:
     L = len(p)
     out, a, b = _operands(L, L, L)
     even, odd = [f"%e{j}" for j in range(L)], [f"%o{j}" for j in range(L)]
-    s = [f"{{ .reg .u32 %e<{L}>, %o<{L}>, %r<{L}>, %m, %top; .reg .pred %c;"]
+    s = [f"{{ .reg .u32 %e<{L}>, %o<{L}>, %v<{L}>, %m, %top; .reg .pred %c;"]
     s += [f"mov.u32 {x}, 0;" for x in even + odd]
     rows, even, odd = _rows_lines(even, odd, a, b, p, n0)
     s += rows + _merge_lines(out, even, odd, p)
@@ -254,7 +264,7 @@ def montgomery_dot_asm(p: Sequence[int], n0: int, terms: int = 2) -> str:
     groups = _operands(L, *([L] * 2 * terms))
     out, ab = groups[0], groups[1:]
     even, odd = [f"%e{j}" for j in range(L)], [f"%o{j}" for j in range(L)]
-    s = [f"{{ .reg .u32 %e<{L}>, %o<{L}>, %r<{L}>, %m, %top; .reg .pred %c;"]
+    s = [f"{{ .reg .u32 %e<{L}>, %o<{L}>, %v<{L}>, %m, %top; .reg .pred %c;"]
     s += [f"mov.u32 {x}, 0;" for x in even + odd]
     rows, even, odd = _rows_lines(even, odd, ab[0::2], ab[1::2], p, n0)
     s += rows + _merge_lines(out, even, odd, p)
@@ -294,7 +304,7 @@ def montgomery_sqr_asm(p: Sequence[int], n0: int) -> str:
     E, O, S = ([f"%{x}{w}" for w in range(2 * L)] for x in "EOS")
     even, odd = [f"%e{j}" for j in range(L)], [f"%o{j}" for j in range(L)]
     s = [f"{{ .reg .u32 %E<{2 * L}>, %O<{2 * L}>, %S<{2 * L}>, %e<{L}>, %o<{L}>, "
-         f"%r<{L}>, %m, %t, %top; .reg .pred %c;"]
+         f"%v<{L}>, %m, %t, %top; .reg .pred %c;"]
     written = set()
 
     def word(x, w):           # a word's register, or 0 while nothing was added to it
@@ -329,7 +339,7 @@ def montgomery_sqr_asm(p: Sequence[int], n0: int) -> str:
     for _ in range(L):
         s += _redc_row_lines(even, odd, p, n0)
         even, odd = odd, even
-    r, hi = [f"%r{j}" for j in range(L)], S[L:]
+    r, hi = [f"%v{j}" for j in range(L)], S[L:]
     s.append(f"add.cc.u32 {r[0]}, {even[0]}, {odd[1]};")
     s += [f"addc.cc.u32 {r[k]}, {even[k]}, {odd[k + 1]};" for k in range(1, L - 1)]
     s.append(f"addc.u32 {r[L - 1]}, {even[L - 1]}, 0;")
@@ -364,7 +374,7 @@ def merge_asm(p: Sequence[int]) -> str:
     (operands: result, then even, odd)."""
     L = len(p)
     out, even, odd = _operands(L, L, L)
-    s = [f"{{ .reg .u32 %r<{L}>, %top; .reg .pred %c;"]
+    s = [f"{{ .reg .u32 %v<{L}>, %top; .reg .pred %c;"]
     s += _merge_lines(out, even, odd, p)
     s.append("}")
     return "\n".join(s)

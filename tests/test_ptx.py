@@ -304,6 +304,32 @@ def test_formulas_with_ptx_against_python_and_py_ecc(monkeypatch):
                    for k in (14, 18, 24)]
 
 
+def test_programs_declare_no_register_llvm_substitutes():
+    """LLVM's NVPTX backend substitutes %r1, %r2, … for the operands; a
+    program declaring its own ``%r<12>`` shadows them inside its block and
+    reads uninitialised registers wherever LLVM numbered the inputs low (the
+    standalone squaring kernel on the H100, session 33: every result wrong,
+    while the same program inside the MSM's walk, whose inputs were %r500…,
+    was right).  Every register a program declares has a name from
+    ``LOCAL_REGISTERS``, none of LLVM's."""
+    llvm = {"r", "rd", "rs", "p", "f", "fd", "h", "hh"}
+    assert not llvm & set(ptx.LOCAL_REGISTERS)
+    for p in FIELDS.values():
+        ar = FpArith(p)
+        progs = [ptx.montgomery_mul_asm(ar.pl, ar.n0), ptx.montgomery_rows_asm(ar.pl, ar.n0, 2),
+                 ptx.merge_asm(ar.pl), ptx.montgomery_sqr_asm(ar.pl, ar.n0),
+                 ptx.add_mod_asm(ar.pl), ptx.sub_mod_asm(ar.pl)]
+        if ptx.dot_terms(ar.pl) > 1:
+            progs.append(ptx.montgomery_dot_asm(ar.pl, ar.n0, 2))
+        for asm in progs:
+            decls = re.findall(r"\.reg \.\w+ ([^;]*);", asm)
+            names = {re.match(r"%([A-Za-z_]+)", d.strip()).group(1)
+                     for ds in decls for d in ds.split(",")}
+            assert names and names <= set(ptx.LOCAL_REGISTERS), names
+            used = set(re.findall(r"%([A-Za-z_]+)\d*", asm))
+            assert used <= set(ptx.LOCAL_REGISTERS), used - set(ptx.LOCAL_REGISTERS)
+
+
 def test_rows_program_needs_an_even_count():
     ar = FpArith(P_FQ)
     for bad in (0, 1, 3):

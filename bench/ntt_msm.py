@@ -173,21 +173,36 @@ def bench_to_coset(log_ns, out, reps):
 
 def config_variants(spec: str) -> list:
     """MSMConfig variants from ``--g1-configs``: comma-separated, each a
-    '+'-joined set of boolean ``MSMConfig`` fields set True on the default
-    config, or False where the name has the prefix ``no_`` (e.g.
-    ``no_prefetch``) ("" gives none); ValueError names an unknown or
-    non-boolean field."""
-    fields = {f.name for f in dataclasses.fields(M.MSMConfig)
-              if isinstance(getattr(M.default_config(), f.name), bool)}
+    '+'-joined set of settings on the default config: a boolean field's name
+    sets it True, with the prefix ``no_`` False (e.g. ``no_prefetch``);
+    ``field=value`` sets any other field (``none``, an int, or ``A:B`` for a
+    pair: ``walk_registers=none+walk_block=128:4``) ("" gives none);
+    ValueError names an unknown field or a bad value."""
+    cfg0 = M.default_config()
+    fields = {f.name for f in dataclasses.fields(M.MSMConfig)}
+    flags = {f for f in fields if isinstance(getattr(cfg0, f), bool)}
+
+    def value(v):
+        v = v.strip()
+        if v == "none":
+            return None
+        return tuple(int(x) for x in v.split(":")) if ":" in v else int(v)
     out = []
     for variant in (v for v in spec.split(",") if v.strip()):
-        names = [x.strip() for x in variant.split("+")]
-        flags = {x.removeprefix("no_"): not x.startswith("no_") for x in names}
-        bad = [x for x in names if x.removeprefix("no_") not in fields]
-        if bad:
-            raise ValueError(f"--g1-configs: {bad} are not boolean MSMConfig fields "
-                             f"(choose from {sorted(fields)}, each also with the prefix no_)")
-        out.append(dataclasses.replace(M.default_config(), **flags))
+        settings = {}
+        for x in (x.strip() for x in variant.split("+")):
+            name, _, v = x.partition("=")
+            if v:
+                if name not in fields - flags:
+                    raise ValueError(f"--g1-configs: {name!r} is not a non-boolean MSMConfig "
+                                     f"field (choose from {sorted(fields - flags)})")
+                settings[name] = value(v)
+            elif x.removeprefix("no_") in flags:
+                settings[x.removeprefix("no_")] = not x.startswith("no_")
+            else:
+                raise ValueError(f"--g1-configs: {[x]} are not boolean MSMConfig fields "
+                                 f"(choose from {sorted(flags)}, each also with the prefix no_)")
+        out.append(dataclasses.replace(cfg0, **settings))
     return out
 
 
@@ -206,9 +221,10 @@ def bench_msm(curve, log_ns, out, reps, bits=(), config=None, windows=()):
         "_unsplit" if curve.name == "G2" and not curve.split else "") + (
         "_xyzz" if cfg.xyzz and not curve.split else "") + (
         "_prefetch" if cfg.prefetch and not curve.split else "") + (
-        f"_rows{curve.config.unroll.mul_rows}" if curve.config.unroll.mul_rows != 1 else "") + (
-        f"_bn{curve.config.bn}w{curve.config.num_warps}"
-        if (curve.config.bn, curve.config.num_warps) != (128, 4) else "")
+        f"_rows{curve.config.unroll.mul_rows}" if curve.config.unroll.mul_rows != 1 else "")
+    walk = (curve if curve.split else M.walk_curve(curve, cfg)).config     # the first level's
+    name += (f"_bn{walk.bn}w{walk.num_warps}" if (walk.bn, walk.num_warps) != (128, 4) else "") + (
+        f"_cap{walk.max_registers}" if walk.max_registers else "")
 
     def one(case, ln, sc, window=None):
         n = 1 << ln

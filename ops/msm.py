@@ -71,6 +71,7 @@ from jax import lax
 from ops import aot, segsum, transfer
 from ops.curve import Curve
 from ops.platform import by_platform, platform
+from ops.ptx import check_max_registers
 from ops.field import Fr
 
 SCALAR_BITS = 256            # windows cover 256 bits, so a signed top digit never carries out
@@ -122,8 +123,13 @@ class MSMConfig:
     276.0 → 256.8 ms); prefetch: the fused first level's walk loads each
     step's entry one step ahead, so the loads' latency overlaps an addition
     (``ops.segsum._kernel``; curves with split formulas excepted;
-    bench/NOTES.md hypothesis 56; on in ``GPU_CONFIG`` since the even/odd
-    products of 61 made the additions cheaper: 198.5 → 194.5 ms)."""
+    bench/NOTES.md hypothesis 56; on in ``GPU_CONFIG`` from the even/odd
+    products of 61, 198.5 → 194.5 ms, until the register cap made it a
+    loss); walk_registers / walk_block: the register cap and the (lanes,
+    warps) per program of that walk's kernel, over the curve's own
+    ``KernelConfig`` (None: the curve's; bench/NOTES.md hypothesis 64: in
+    ``GPU_CONFIG`` 200 registers in one-warp blocks, 10 warps per SM
+    without a spill once the walk does not prefetch)."""
     window: int | None = None
     lanes: int = 1 << 19
     small_lanes: int = 1 << 14
@@ -135,8 +141,16 @@ class MSMConfig:
     fused_split: bool = False
     xyzz: bool = False
     prefetch: bool = False
+    walk_registers: int | None = None
+    walk_block: tuple[int, int] | None = None
 
     def __post_init__(self):
+        check_max_registers(self.walk_registers)
+        if self.walk_block is not None:
+            bn, warps = self.walk_block
+            if bn < 32 or bn & (bn - 1) or warps < 1 or bn < 32 * warps:
+                raise ValueError(f"MSMConfig.walk_block: (lanes, warps) with lanes a power of "
+                                 f"two of at least 32 per warp, got {self.walk_block!r}")
         # a level of K steps leaves at most 2·⌈n/K⌉ − 1 partial sums of n (the last busy lane
         # has no tail), fewer than n for every n ≥ 2 only when K ≥ 3: with K = 2 the
         # reduction can repeat a level forever
@@ -146,9 +160,9 @@ class MSMConfig:
 
 
 # XYZZ buckets in the G1 accumulation (bench/NOTES.md hypothesis 55; session 30 on the H200:
-# MSM G1 at 2^24 276.0 -> 256.8 ms) and the prefetching walk (56; session 31, with the even/odd
-# products of 61: 198.5 -> 194.5 ms)
-GPU_CONFIG = MSMConfig(fused_split=True, xyzz=True, prefetch=True)
+# MSM G1 at 2^24 276.0 -> 256.8 ms); the walk held to 200 registers in one-warp blocks, without
+# prefetching (64; session 33 on an H100, with 65's squares and sums: 163.0 -> 157.5 ms)
+GPU_CONFIG = MSMConfig(fused_split=True, xyzz=True, walk_registers=200, walk_block=(32, 1))
 CPU_CONFIG = MSMConfig(lanes=1 << 8, small_lanes=1 << 5, min_steps=8, horner=True)
 
 
@@ -380,6 +394,17 @@ def level0_lanes(t: int, cfg: MSMConfig) -> int:
     return max(min(cfg.lanes, want), min(cfg.small_lanes, cfg.lanes))
 
 
+def walk_curve(curve: Curve, cfg: MSMConfig) -> Curve:
+    """The curve whose kernel config the first level's walk compiles with:
+    ``curve``'s, with ``cfg.walk_registers`` and ``cfg.walk_block`` over it."""
+    kc = curve.config
+    if cfg.walk_registers is not None:
+        kc = dataclasses.replace(kc, max_registers=cfg.walk_registers)
+    if cfg.walk_block is not None:
+        kc = dataclasses.replace(kc, bn=cfg.walk_block[0], num_warps=cfg.walk_block[1])
+    return curve if kc == curve.config else dataclasses.replace(curve, config=kc)
+
+
 def bucket_sums(curve: Curve, bases_pm, keys, payload, nb: int, cfg: MSMConfig):
     """Sum the bases of each bucket: keys/payload from ``bucket_keys`` (any
     order), bases point-major ``(N, 2·F)`` uint32 (``point_major``).
@@ -405,7 +430,7 @@ def bucket_sums(curve: Curve, bases_pm, keys, payload, nb: int, cfg: MSMConfig):
         return _reduce_parts_loop(curve, pk, pv, buckets, cfg)
 
     def fused():
-        b, pk, pv = segsum.level(curve, keys, n_valid, bases_pm, payload, L, 1,
+        b, pk, pv = segsum.level(walk_curve(curve, cfg), keys, n_valid, bases_pm, payload, L, 1,
                                  segsum.identity_pm(curve, nb), xyzz=cfg.xyzz and not curve.split,
                                  prefetch=cfg.prefetch and not curve.split)
         b = segsum.reduce_parts(curve, pk, pv, b, cfg.small_lanes, cfg.min_steps)

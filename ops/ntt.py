@@ -453,12 +453,20 @@ def _inplace(x, tw, log_n: int, inverse: bool, config: KernelConfig, dif: bool =
     n = 1 << log_n
     shape = x.shape
     total = math.prod(shape[1:])
+    if config.max_registers is None:
+        config = dataclasses.replace(config, max_registers=PASS_MAX_REGISTERS)
     for r, h in _ordered_groups(log_n, dif):
         g = 1 << r
         x4 = x.reshape(Fr.L, total // (g * h), g, h)
         x = _radix_pass(x4, tw, r, n, inverse, config, dif, loaded)
     return x.reshape(shape)
 
+
+# the in-place passes' register cap where their config names none (``KernelConfig.max_registers``;
+# 255, ptxas's own limit, is no cap): 12 warps per SM instead of 8 at 184-209 registers, 80-144
+# spilled bytes (bench/NOTES.md hypothesis 64; session 33 on an H100: NTT 2^24 12.52 -> 11.85 ms;
+# 200: 12.76, 128: 13.16)
+PASS_MAX_REGISTERS = 168
 
 # the transforms' passes (``_transform``) on CUDA: in place with the twiddles loaded from the
 # domain's table (bench/NOTES.md hypotheses 31 and 54; session 30 on the H200: 2^24 13.84 ->

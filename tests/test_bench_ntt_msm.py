@@ -21,9 +21,9 @@ def test_bad_budget_flags_are_refused(flags):
 
 
 def test_g1_config_variants():
-    """--g1-configs: each '+'-joined set of boolean MSMConfig fields on the
-    default config; an unknown or non-boolean field is refused by name
-    before any work."""
+    """--g1-configs: each '+'-joined set of boolean MSMConfig fields (or
+    field=value settings) on the default config; an unknown field or a bad
+    value is refused by name before any work."""
     from bench import ntt_msm as B
     from ops import msm as M
     got = B.config_variants("xyzz, prefetch,xyzz+prefetch")
@@ -34,6 +34,12 @@ def test_g1_config_variants():
     assert (off.prefetch, off.xyzz) == (False, True)
     with pytest.raises(ValueError, match="no_lanes"):
         B.config_variants("no_lanes")
+    (w,) = B.config_variants("walk_registers=none+walk_block=128:4+window=18")
+    assert (w.walk_registers, w.walk_block, w.window) == (None, (128, 4), 18)
+    with pytest.raises(ValueError, match="walk_block"):
+        B.config_variants("walk_block=48:1")                  # MSMConfig's own check
+    with pytest.raises(ValueError, match="non-boolean"):
+        B.config_variants("xyzz=1")
     r = subprocess.run([sys.executable, "-m", "bench.ntt_msm", "--g1", "10", "--g1-configs",
                         "xyzz+lanes"], cwd=ROOT, capture_output=True, text=True, timeout=300,
                        env=dict(os.environ, JAX_PLATFORMS="cpu"))

@@ -503,6 +503,26 @@ def test_register_cap_reaches_the_kernel_function():
                  jax.ShapeDtypeStruct((8, 1 << 9), jnp.uint32))
     got = re.findall(cap, ir)
     assert got and all(c == "200" for _, c in got) and all("pass" in f for f, _ in got)
+    # the shipped defaults: the NTT passes at 168 where their config names no cap, the MSM's
+    # walk at 200 in one-warp blocks (GPU_CONFIG), the curve's other kernels as they were
+    ir = lowered(lambda x, tw: N._inplace(x, tw, 10, False, KernelConfig(debug=True), loaded=True),
+                 jax.ShapeDtypeStruct((8, 1 << 10), jnp.uint32),
+                 jax.ShapeDtypeStruct((8, 1 << 9), jnp.uint32))
+    assert {c for _, c in re.findall(cap, ir)} == {str(N.PASS_MAX_REGISTERS)}
+    from ops import msm as M
+    G = dataclasses.replace(G1, config=KernelConfig(debug=True))
+    W = M.walk_curve(G, M.GPU_CONFIG)
+    assert (W.config.max_registers, W.config.bn, W.config.num_warps) == (200, 32, 1)
+    assert M.walk_curve(G, M.CPU_CONFIG) is G
+    ir = lowered(lambda keys, src, pay: segsum.level(W, keys, jnp.int32(n), src, pay, 128, 4,
+                                                     segsum.identity_pm(W, nb), xyzz=True)[0],
+                 jax.ShapeDtypeStruct((n,), jnp.int32),
+                 jax.ShapeDtypeStruct((n, 24), jnp.uint32), jax.ShapeDtypeStruct((n,), jnp.uint32))
+    assert ("G1_segsum_X", "200") in re.findall(cap, ir)
+    with pytest.raises(ValueError, match="walk_block"):
+        M.MSMConfig(walk_block=(32, 2))
+    with pytest.raises(ValueError, match="max_registers"):
+        M.MSMConfig(walk_registers=300)
 
 
 def test_register_cap_settings(monkeypatch):

@@ -28,8 +28,9 @@ the device with no host round trip:
    is rounded up to a power of two (the padding is zero scalars, skipped), so
    few distinct programs are compiled.  On CUDA each level is one kernel
    (``ops.segsum``); ``MSMConfig.xyzz`` keeps the first level's G1
-   accumulators in XYZZ coordinates and ``MSMConfig.prefetch`` pipelines its
-   walk's loads one step ahead (both on in ``GPU_CONFIG``, measured on the H200).
+   accumulators in XYZZ coordinates (on in ``GPU_CONFIG``), ``MSMConfig.prefetch``
+   pipelines its walk's loads one step ahead (off: it lost once the walk was held
+   to 200 registers in one-warp blocks, ``walk_registers``/``walk_block``).
 4. **bucket reduction**: per window Σ_b b·B_b by running sums in ng groups of
    g buckets (R += B_t, S += R from the top), then (GPU) the window/group
    terms S_grp and R_grp are weighted by 2^(c·w) and 2^(c·w)·grp·g with a

@@ -52,7 +52,7 @@ from jax import lax
 
 from ops.elementwise import KernelConfig, _broadcast, _flat, _nest, elementwise, x64
 from ops.platform import by_platform
-from ops.field import FieldOps, FpArith, Fq as _Fq, PrimeField, pow_by_constant
+from ops.field import FieldOps, FpArith, Fq as _Fq, PrimeField, dots_by_products, pow_by_constant
 from ops.limbs import Unroll, to_limbs
 from ops.tower import Fp2Arith
 
@@ -456,6 +456,11 @@ class RoundRecorder:
 
     def muls(self, pairs):
         return [self.mul(x, y) for x, y in pairs]
+
+    dot_terms = 1       # a sum of products is recorded as its products and sums
+
+    def dots(self, groups):
+        return dots_by_products(self, groups)
 
     def inv(self, a):
         return self._sym(("inv", a)) if a else {}

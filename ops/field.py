@@ -97,7 +97,10 @@ def dots_by_products(F, groups) -> list:
 class FpArith:
     """Arithmetic of F_p on limb lists (the formula layer).  Values are lists
     of L rows (Montgomery form, canonical); ``like`` is any row whose shape
-    constants should take."""
+    constants should take.  The formulas (``ops.tower``, ``ops.curve``,
+    ``ops.fq12``) see only this interface, which the recorders stand in for
+    (``ops.interpret.Recorder``, ``ops.fq12.RoundRecorder``): a new operation
+    (as ``dots`` and ``dot_terms``) goes into all three."""
     p: int
     unroll: Unroll = Unroll()
     ptx: tuple = ()         # operations done as inline PTX (CUDA kernels only: ops.ptx)

@@ -216,14 +216,19 @@ def _rows_lines(even, odd, a, bs, p, n0: int):
     return s, even, odd
 
 
-def _merge_lines(out, even, odd, p) -> list[str]:
-    """out = (even + (odd >> 32)) mod p, the sum below 2p."""
-    L = len(p)
-    r = [f"%v{j}" for j in range(L)]
+def _fold_lines(r, even, odd) -> list[str]:
+    """r = even + (odd >> 32), the accumulators' value (below 2^(32L))."""
+    L = len(r)
     s = [f"add.cc.u32 {r[0]}, {even[0]}, {odd[1]};"]
     s += [f"addc.cc.u32 {r[k]}, {even[k]}, {odd[k + 1]};" for k in range(1, L - 1)]
     s.append(f"addc.u32 {r[L - 1]}, {even[L - 1]}, 0;")
-    return s + _minus_p_if_not_below(out, r, "0", p)
+    return s
+
+
+def _merge_lines(out, even, odd, p) -> list[str]:
+    """out = (even + (odd >> 32)) mod p, the sum below 2p."""
+    r = [f"%v{j}" for j in range(len(p))]
+    return _fold_lines(r, even, odd) + _minus_p_if_not_below(out, r, "0", p)
 
 
 def _check_even(p):
@@ -234,23 +239,15 @@ def _check_even(p):
 def montgomery_mul_asm(p: Sequence[int], n0: int) -> str:
     """PTX of the Montgomery product a·b·R⁻¹ mod p for the L-limb modulus p
     (L even): L CIOS rows in the even/odd layout (``_row_lines``), the two
-    accumulators merged, one conditional subtraction."""
-    _check_even(p)
-    L = len(p)
-    out, a, b = _operands(L, L, L)
-    even, odd = [f"%e{j}" for j in range(L)], [f"%o{j}" for j in range(L)]
-    s = [f"{{ .reg .u32 %e<{L}>, %o<{L}>, %v<{L}>, %m, %top; .reg .pred %c;"]
-    s += [f"mov.u32 {x}, 0;" for x in even + odd]
-    rows, even, odd = _rows_lines(even, odd, a, b, p, n0)
-    s += rows + _merge_lines(out, even, odd, p)
-    s.append("}")
-    return "\n".join(s)
+    accumulators merged, one conditional subtraction (the sum of one
+    product, ``montgomery_dot_asm``)."""
+    return montgomery_dot_asm(p, n0, 1)
 
 
 def montgomery_dot_asm(p: Sequence[int], n0: int, terms: int = 2) -> str:
     """PTX of Σ_t a_t·b_t·R⁻¹ mod p for ``terms`` pairs (operands: result,
-    then a_1, b_1, a_2, b_2, …): every row adds all the products' row
-    before one reduction (``_row_lines``), so a sum of two products costs
+    then a_1, b_1, a_2, b_2, …; one pair is the product): every row adds all
+    the products' row before one reduction (``_row_lines``), so a sum of two products costs
     3L² wide multiply-adds instead of 4L² and one subtraction instead of
     two (sppark's ``dot_product``).  Valid where (terms + 1)·p < R = 2^(32L)
     (``dot_terms``): a row leaves T < T/2^32 + (terms + 1)·p, which must stay
@@ -340,9 +337,7 @@ def montgomery_sqr_asm(p: Sequence[int], n0: int) -> str:
         s += _redc_row_lines(even, odd, p, n0)
         even, odd = odd, even
     r, hi = [f"%v{j}" for j in range(L)], S[L:]
-    s.append(f"add.cc.u32 {r[0]}, {even[0]}, {odd[1]};")
-    s += [f"addc.cc.u32 {r[k]}, {even[k]}, {odd[k + 1]};" for k in range(1, L - 1)]
-    s.append(f"addc.u32 {r[L - 1]}, {even[L - 1]}, 0;")
+    s += _fold_lines(r, even, odd)
     s += _chain("add", r, r, hi, carry_out=True)
     s.append("addc.u32 %top, 0, 0;")
     s += _minus_p_if_not_below(out, r, "%top", p)

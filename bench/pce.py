@@ -9,13 +9,12 @@ or within a window around the row's position (``--cols local``),
 coefficients +1 / −1 (4:1) except a fraction ``--general`` of arbitrary Fr
 constants; bellperson's input rows appended; or (``--porep SIZE``) the
 recorded PoRep circuit of that sector size.  The same R1CS is planned in
-each layout of ``--layouts`` (``ell``: fixed-width rows plus overflow chunks,
-widths from ``--ell-width`` or the histogram rule with ``--overflow-cost``,
-its rows by XLA gathers and the row kernel; ``ell-fused``: the same, its rows
-by one kernel that gathers by index, ``ops.spmv`` form "fused"; ``csr``: every
-entry in lazily summed chunks, the earlier path; a ``-prefix`` suffix, e.g.
-``ell-fused-prefix``: the chunks' half-limb sums by prefix sums instead of a
-segment sum, form "+prefix") and timed.
+each layout of ``--layouts`` (``ell``: fixed-width rows plus the long rows'
+pieces, widths from ``--ell-width`` or the histogram rule with
+``--overflow-cost``, its rows by XLA gathers and the row kernel; ``ell-fused``:
+the same, its rows by one kernel that gathers by index, ``ops.spmv`` form
+"fused"; ``csr``: every entry in lazily summed chunks, the earlier path) and
+timed.
 JSON records per run (bench/common.py), per layout:
 
 * "pce.evaluate" (per layout; ``form``: the ``ops.spmv`` form that ran,
@@ -58,18 +57,18 @@ from ops.field import Fr
 POREP_ROWS = 130_278_869 + 328
 POREP_INPUTS = 328
 POREP_AUX = 130_169_893
-LAYOUTS = ("ell", "ell-fused", "ell-prefix", "ell-fused-prefix", "csr", "csr-prefix")
+LAYOUTS = ("ell", "ell-fused", "csr")
 
 
 def layout_form(layout: str) -> tuple[str, str]:
     """(planning, ``ops.spmv`` form) of a layout name: "ell" or "csr", then
-    "-fused" (the fixed-width rows by the kernel that gathers by index) and
-    "-prefix" (the chunks' sums by prefix sums), each optional."""
+    optionally "-fused" (the fixed-width rows by the kernel that gathers by
+    index)."""
     if layout not in LAYOUTS:
         raise ValueError(f"unknown layout {layout!r} (one of {', '.join(LAYOUTS)})")
     planning = layout.split("-")[0]
     form = "fused" if "-fused" in layout else "gather"
-    return planning, form + ("+prefix" if layout.endswith("-prefix") else "")
+    return planning, form
 ANCHOR = "cuzk CPU SpMV 3.2 s/partition alone, 4-10 s in the pipeline (PoRep 32G, 722M nnz)"
 
 
@@ -126,8 +125,8 @@ def spilled_nnz(x: spmv.BlockedCSR) -> int:
 
 
 def chunk_entries(x: spmv.BlockedCSR) -> int:
-    pad = x.num_cols if x.ell_width == (0, 0) else x.pieces
-    return int(sum(np.sum(np.asarray(c) < pad) for c in (x.cols, x.gen_cols)))
+    """Entries of the chunks (the csr layout's; the ell layout has none)."""
+    return int(sum(np.sum(np.asarray(c) < x.num_cols) for c in (x.cols, x.gen_cols)))
 
 
 def traffic_bytes(m: pce.Matrices, batch: int) -> int:
@@ -295,8 +294,7 @@ def main():
                          "rows by XLA gathers and the row kernel), ell-fused (the same layout, "
                          "rows by the kernel that gathers by index itself; on the CPU the "
                          "same program as ell), csr (all entries in lazy chunks, the earlier "
-                         "path); a '-prefix' suffix (ell-prefix, ell-fused-prefix, "
-                         "csr-prefix): the chunks' sums by prefix sums (hypothesis 58)")
+                         "path)")
     ap.add_argument("--ell-width", default="auto",
                     help="'Kp,Kg' ELL slots per row for every matrix, or auto (histogram rule)")
     ap.add_argument("--overflow-cost", type=float, default=spmv.OVERFLOW_COST,

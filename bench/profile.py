@@ -22,7 +22,7 @@ kernel).  Cases:
   depend on the values); its matrices from ``--circuit-dir`` where
   ``bench.filecoin --circuit-dir`` stored them (the 32GiB partition: minutes
   to record otherwise), else recorded and extracted here; ``--form``: the
-  ``ops.spmv`` form (gather, fused, gather+prefix, fused+prefix).
+  ``ops.spmv`` form (gather or fused).
 
     python3 -m bench.profile --case ntt --log-n 24 --out bench/results/profile_h200.jsonl
     python3 -m bench.profile --case spmv --kind porep --size 2KiB
@@ -176,8 +176,7 @@ def main(argv=None):
     ap.add_argument("--passes", default=None, help="ntt: parts, inplace or loaded (ops.ntt._transform)")
     ap.add_argument("--form", default=None, choices=spmv.FORMS,
                     help="spmv: the ops.spmv form (fixed-width rows gathered or fused; "
-                         "'+prefix': chunk sums by prefix sums; default $JAXPROVE_SPMV or "
-                         "gather)")
+                         "default $JAXPROVE_SPMV or gather)")
     ap.add_argument("--reps", type=int, default=3, help="calls traced")
     ap.add_argument("--top", type=int, default=25)
     ap.add_argument("--cache", action="store_true", help="persistent compilation cache")

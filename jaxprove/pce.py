@@ -64,7 +64,7 @@ from jaxprove import memory, store
 from ops import aot, spmv, transfer
 from ops.field import Fr
 
-VERSION = 4                 # bump whenever the stored layout or its meaning changes
+VERSION = 5                 # bump whenever the stored layout or its meaning changes
 FORMAT = "jaxprove-pce"
 _MATRIX_FIELDS = spmv.DATA_FIELDS
 

@@ -25,26 +25,26 @@ Layout (``BlockedCSR``): every row's entries split into parts.
    evaluated by the same kernel; the widths minimise slots plus piece
    sums over the spilled counts (``piece_widths``).  Real circuits need
    this: in the 2 KiB PoRep circuit 0.5% of A's rows (~190 terms each on
-   average) hold 38% of its entries.
-3. The *chunks*: the sums of each long row's pieces, as a CSR with +1
-   coefficients over the piece sums (column = piece id; none when every
-   long row has one piece: then piece i belongs to long row i), cut into
-   chunks of bounded size.  Chunk q holds a contiguous run of entries that
-   starts in row ``row0[q]`` and covers local rows ``0..last[q]``; a row may
-   be split across consecutive chunks (then the later chunk has ``cont[q]``
-   set).  Each chunk has fixed-size slots: ``gen_slots`` slots for general
-   entries (``gen_cols``, ``gen_coeff``, ``gen_seg`` = local row) and
-   ``slots`` slots for ±1 entries (``cols`` and ``seg``, the +1 entries
-   first with ``seg = R + local row``, then the −1 entries with ``seg = 2R +
-   local row``, R = ``block_rows``); unused slots have an out-of-range
-   column (gathered as zero) and segment R − 1 (general) or 3R (±1,
-   dropped), so each chunk's segment ids, general slots first, are sorted.
+   average) hold 38% of its entries.  The pieces of long row i are the run
+   [``piece_start[i]``, ``piece_start[i+1]``) (the last run ends at
+   ``pieces``): each long row is the sum of its run (``_piece_sums``, one
+   kernel that walks every run with the sum in registers; hypothesis 66).
+3. The *chunks* (only without an ELL part, the earlier all-CSR layout, ELL
+   widths (0, 0): no pieces, ``long_rows`` empty and unused): every entry
+   of every row, over the witness, cut into chunks of bounded size.
+   Chunk q holds a contiguous run of entries that starts in row ``row0[q]``
+   and covers local rows ``0..last[q]``; a row may be split across
+   consecutive chunks (then the later chunk has ``cont[q]`` set).  Each
+   chunk has fixed-size slots: ``gen_slots`` slots for general entries
+   (``gen_cols``, ``gen_coeff``, ``gen_seg`` = local row) and ``slots``
+   slots for ±1 entries (``cols`` and ``seg``, the +1 entries first with
+   ``seg = R + local row``, then the −1 entries with ``seg = 2R + local
+   row``, R = ``block_rows``); unused slots have an out-of-range column
+   (gathered as zero) and segment R − 1 (general) or 3R (±1, dropped), so
+   each chunk's segment ids, general slots first, are sorted.
 
-With ELL widths (0, 0) there is no ELL part and there are no pieces: the
-chunks hold every entry of every row, over the witness (``long_rows`` is
-then empty and unused), which is the earlier all-CSR layout.  Everything is
-planned on the host (``block``) and evaluated on the device (``spmv``);
-shapes are static and the working memory is bounded.
+Everything is planned on the host (``block``) and evaluated on the device
+(``spmv``); shapes are static and the working memory is bounded.
 
 Evaluation of fixed-width rows (ELL part, pieces; per chunk of rows, one
 ``lax.scan`` step each): gather w at the Kp + Kg columns of every row (plain
@@ -60,37 +60,44 @@ values), so the output needs no padding.  That is the "gather" form; the
 element by index itself and applies the same row formula in registers, so
 no gathered terms exist in memory (``_spmv_ell_fused``).
 
+Evaluation of the piece sums: one Pallas kernel (``_piece_sums``) whose
+lanes are long rows; each walks its run of pieces with the Fr sum in
+registers (masked loads past a shorter run), so no scatter and no atomics.
+Where no Pallas kernel runs, the same sums lazily in half-limbs by one
+segment sum (the chunks' method below; a run has at most ``MAX_TERMS``
+pieces, ``block`` checks).  Until session 34 the runs were summed by chunks
+of +1 entries (a scatter-add over consecutive entries of one segment, whose
+atomics collide): 34 of the 55 ms of the real 32GiB PoRep SpMV.
+
 Evaluation of the chunks (one ``lax.scan`` step per chunk): gather the
-source (the piece sums, element-major; or the witness) at the ±1 columns
-and at the general columns (one Fr Montgomery product each), split every
-term's eight 32-bit limbs into sixteen 16-bit halves, and add the halves of
-each (local row, group) with one segment sum in uint32: LAZY accumulation.
-A row receives at most ``max_terms ≤ 2^16`` terms per chunk (the planner
-cuts long rows into pieces), so each half-limb sum stays below 2^32.  Per
-row the two sums S± are normalised into S = X + T·2^254 with X < 2^254 < r
-and T < 2^18, and one kernel forms ``(X+ + T+·2^254) − (X− + T−·2^254) mod
-r``.  The long rows' sums are then added (Fr) into their rows of the ELL
-result.  Since Montgomery form is linear (x ↦ x·R mod r), sums of
-Montgomery limbs are the Montgomery form of the sum, so no conversion is
-needed anywhere.
+witness at the ±1 columns and at the general columns (one Fr Montgomery
+product each), split every term's eight 32-bit limbs into sixteen 16-bit
+halves, and add the halves of each (local row, group) with one segment sum
+in uint32: LAZY accumulation.  A row receives at most ``max_terms ≤ 2^16``
+terms per chunk (the planner cuts long rows across chunks), so each
+half-limb sum stays below 2^32.  Per row the two sums S± are normalised
+into S = X + T·2^254 with X < 2^254 < r and T < 2^18, and one kernel forms
+``(X+ + T+·2^254) − (X− + T−·2^254) mod r``.  Since Montgomery form is
+linear (x ↦ x·R mod r), sums of Montgomery limbs are the Montgomery form of
+the sum, so no conversion is needed anywhere.
 
 Row blocks (out of core, ``RowBlocks``, ``row_block``): rows [r0, r1) of
 a BlockedCSR are again a BlockedCSR (its ELL rows, its long rows and
-their pieces, the chunks meeting its overflow rows with the entries of
-other rows masked, indices rebased), so ``spmv`` of the block is rows
-[r0, r1) of ``spmv`` of the whole, for any cut: a chunk straddling a cut
-goes to both blocks.  A block needs only its own arrays on the device.
+their pieces with rebased runs; without an ELL part the chunks meeting its
+rows with the entries of other rows masked), so ``spmv`` of the block is
+rows [r0, r1) of ``spmv`` of the whole, for any cut: a chunk straddling a
+cut goes to both blocks.  A block needs only its own arrays on the device.
 Every block of a plan is padded to one ``BlockShape`` (rows, long rows,
 pieces, chunks) with entries that add nothing — ELL rows and pieces of
-out-of-range columns, chunks of dropped segments writing zeros past the
-output, long rows past the block's rows (dropped) — so that all of them
-run one compiled program; the result's rows past r1 − r0 are zero.
+out-of-range columns, empty runs, chunks of dropped segments writing zeros
+past the output, long rows past the block's rows (dropped) — so that all
+of them run one compiled program; the result's rows past r1 − r0 are zero.
 
 Memory (B instances, rows, n variables, K = Kp + Kg, P pieces, Q = Qp +
 Qg): the matrix holds 4·(K + 1)·rows + 4·(Q + 1)·P bytes of fixed-width
-rows plus 8 bytes per chunk entry (plus slack); an evaluation holds the
-element-major witness copy 32·B·n bytes, the output 32·B·rows, the piece
-sums 64·B·P (and their element-major copy), and per row chunk of C rows
+rows plus 8 bytes per long row, or 8 bytes per chunk entry (plus slack); an
+evaluation holds the element-major witness copy 32·B·n bytes, the output
+32·B·rows, the pieces' values 32·B·P and the long rows' sums, and per row chunk of C rows
 (C·K·B ≈ ``ELL_CHUNK_SLOTS``) about 32·B·C·(2K + 1) + 32·C·Kg bytes
 (gathered terms, their limb-major copy, the result), per chunk about
 96·B·(E + G) + 384·B·R bytes (E = slots, G = gen_slots).
@@ -120,17 +127,16 @@ except ImportError:  # pragma: no cover
     pl = plgpu = None
 
 PLUS, MINUS, GENERAL = 0, 1, 2
-# how spmv evaluates: the fixed-width rows by XLA gathers + the row kernel ("gather") or by
-# one gathering kernel ("fused"); "+prefix": the chunks' half-limb sums by prefix sums
-# instead of a segment sum (``_segment_sums``)
-FORMS = ("gather", "fused", "gather+prefix", "fused+prefix")
+# how spmv evaluates the fixed-width rows: by XLA gathers + the row kernel ("gather") or by
+# one gathering kernel ("fused")
+FORMS = ("gather", "fused")
 
 
 def default_form() -> str:
     """The form ``spmv`` uses unless told: ``$JAXPROVE_SPMV`` (one of
     ``FORMS``; read once, at import), else "fused" (bench/NOTES.md 53: on the
-    H200 the synthetic 32M-row SpMV in 17.3 ms against the gather form's 41.4;
-    "+prefix" was slower on it, 58).  On a CPU every form runs the gather
+    H200 the synthetic 32M-row SpMV in 17.3 ms against the gather form's
+    41.4).  On a CPU every form runs the gather
     path, and kernels in interpret mode (tests) take "gather" unless a form
     is named."""
     v = os.environ.get("JAXPROVE_SPMV", "fused").strip()
@@ -157,7 +163,7 @@ ELL_CHUNK_SLOTS = 1 << 24    # gathered terms per ELL row chunk (C·K·B), 512 M
 
 DATA_FIELDS = ("cols", "seg", "gen_cols", "gen_seg", "gen_coeff", "row0", "last", "cont",
                "ell_cols", "ell_neg", "ell_gen_cols", "ell_gen_coeff", "long_rows",
-               "piece_cols", "piece_neg", "piece_gen_cols", "piece_gen_coeff")
+               "piece_cols", "piece_neg", "piece_gen_cols", "piece_gen_coeff", "piece_start")
 META_FIELDS = ("rows", "num_cols", "nnz", "block_rows")
 
 
@@ -187,10 +193,11 @@ class BlockedCSR:
     when Kp = Kg = 0: the chunks then cover all rows themselves).  Pieces
     of the long rows: piece_cols int32 (pieces, Qp), piece_neg uint32
     (pieces,) (or (0,) when Qp = 0), piece_gen_cols, piece_gen_coeff int32
-    (pieces, Qg); the chunks then sum pieces (column = piece id) into long
-    rows, or there are no chunks and piece i belongs to long row i.
+    (pieces, Qg); piece_start int32 (long rows,): long row i is the sum of
+    pieces [piece_start[i], piece_start[i+1]) (the last run ends at
+    ``pieces``).  Chunks exist only without an ELL part (widths (0, 0)).
     rows × num_cols: the matrix's shape; nnz: its entry count; block_rows: R,
-    the most local rows of one overflow chunk."""
+    the most local rows of one overflow chunk (0: no chunks)."""
     cols: np.ndarray
     seg: np.ndarray
     gen_cols: np.ndarray
@@ -208,6 +215,7 @@ class BlockedCSR:
     piece_neg: np.ndarray
     piece_gen_cols: np.ndarray
     piece_gen_coeff: np.ndarray
+    piece_start: np.ndarray
     rows: int
     num_cols: int
     nnz: int
@@ -426,12 +434,13 @@ def block(indptr, cols, coeff_ids, classes, num_cols: int, *, target: int = TARG
     ``piece_width`` = (Qp, Qg), each in [0, MAX_ELL_WIDTH], or chosen by
     ``ell_widths`` and ``piece_widths`` (with ``overflow_cost``) from the
     row counts and the spilled counts of the long rows (a piece width is at
-    least 1 for a kind that spills); ell_width (0, 0) puts every entry into the chunks (the earlier
-    layout).  Chunk slot counts default to about ``target`` entries per
-    chunk split in the ±1 : general ratio (with headroom), and block_rows to
-    the rows such a chunk spans (at most 2·target, which bounds the working
-    set of mostly empty matrices); max_terms (≤ MAX_TERMS) bounds the terms
-    of one row in one chunk.
+    least 1 for a kind that spills; a long row may take at most MAX_TERMS
+    pieces).  ell_width (0, 0) puts every entry into chunks (the earlier
+    layout; only there do the chunk arguments count): chunk slot counts
+    default to about ``target`` entries per chunk split in the ±1 : general
+    ratio (with headroom), and block_rows to the rows such a chunk spans (at
+    most 2·target, which bounds the working set of mostly empty matrices);
+    max_terms (≤ MAX_TERMS) bounds the terms of one row in one chunk.
     """
     indptr = np.asarray(indptr, np.int64)
     cols = np.asarray(cols, np.int64)
@@ -459,13 +468,13 @@ def block(indptr, cols, coeff_ids, classes, num_cols: int, *, target: int = TARG
     k = np.where(is_gen, kg, kp)
     ell = _ell_fill(rows, (kp, kg), row, rank, rank < k, cols, coeff_ids, cls, is_gen, num_cols)
     spill = rank >= k
-    chunk_args = (target, slots, gen_slots, block_rows, max_terms)
     if kp == kg == 0:                                        # no ELL part: chunks over all rows
         no_pieces = (np.zeros((0, 0), np.int32), np.zeros(0, np.uint32),
                      np.zeros((0, 0), np.int32), np.zeros((0, 0), np.int32))
-        chunks, block_rows = _plan_chunks(indptr, cols, coeff_ids, cls, num_cols, *chunk_args)
-        return BlockedCSR(*chunks, *ell, np.zeros(0, np.int32), *no_pieces, rows,
-                          int(num_cols), nnz, block_rows)
+        chunks, block_rows = _plan_chunks(indptr, cols, coeff_ids, cls, num_cols, target, slots,
+                                          gen_slots, block_rows, max_terms)
+        return BlockedCSR(*chunks, *ell, np.zeros(0, np.int32), *no_pieces,
+                          np.zeros(0, np.int32), rows, int(num_cols), nnz, block_rows)
 
     o_pm, o_gen = np.maximum(n_pm - kp, 0), np.maximum(n_gen - kg, 0)
     long_rows = np.flatnonzero(o_pm + o_gen).astype(np.int32)
@@ -473,6 +482,10 @@ def block(indptr, cols, coeff_ids, classes, num_cols: int, *, target: int = TARG
     qp, qg = piece_width or piece_widths(o_pm, o_gen, overflow_cost)
     qp, qg = max(qp, int(o_pm.any())), max(qg, int(o_gen.any()))   # every spilled entry placed
     per_row = np.maximum(-(-o_pm // max(qp, 1)), -(-o_gen // max(qg, 1)))
+    if per_row.size and per_row.max() > MAX_TERMS:           # the lazy sums' bound (_piece_sums)
+        i = int(np.argmax(per_row))
+        raise ValueError(f"block: row {long_rows[i]} spills into {per_row[i]} pieces of "
+                         f"({qp}, {qg}) entries, more than {MAX_TERMS}; give wider pieces")
     first = np.cumsum(per_row) - per_row                     # first piece of each long row
     n_pieces = int(per_row.sum())
     where = np.full(rows, -1, np.int64)
@@ -483,14 +496,10 @@ def block(indptr, cols, coeff_ids, classes, num_cols: int, *, target: int = TARG
     vrow[i] += first[where[row[i]]]
     pieces = _ell_fill(n_pieces, (qp, qg), vrow, slot, spill, cols, coeff_ids, cls, is_gen,
                        num_cols)
-    if n_pieces == len(long_rows):                           # one piece per long row: no sums
-        sub = np.zeros(1, np.int64)
-    else:
-        sub = np.concatenate([[0], np.cumsum(per_row)])
-    n_sub = int(sub[-1])
-    chunks, block_rows = _plan_chunks(sub, np.arange(n_sub), np.zeros(n_sub, np.int64),
-                                      np.full(n_sub, PLUS, np.int8), n_pieces, *chunk_args)
-    return BlockedCSR(*chunks, *ell, long_rows, *pieces, rows, int(num_cols), nnz, block_rows)
+    no_chunks = tuple(np.zeros((0, 0), np.int32) for _ in range(5)) + (
+        np.zeros(0, np.int32), np.zeros(0, np.int32), np.zeros(0, bool))
+    return BlockedCSR(*no_chunks, *ell, long_rows, *pieces, first.astype(np.int32), rows,
+                      int(num_cols), nnz, 0)
 
 
 def to_csr(m: BlockedCSR, plus_id: int, minus_id: int):
@@ -499,14 +508,13 @@ def to_csr(m: BlockedCSR, plus_id: int, minus_id: int):
     and ``minus_id``.  Host numpy; for tests and inspection."""
     R = m.block_rows
     row0 = np.asarray(m.row0)[:, None]
-    chunked = []                                 # (overflow row, column, coefficient id)
-    for cols, seg, ids in ((m.cols, m.seg, None), (m.gen_cols, m.gen_seg, m.gen_coeff)):
-        cols, seg = np.asarray(cols), np.asarray(seg)
-        keep = cols < (m.num_cols if m.ell_width == (0, 0) else m.pieces)
-        cid = (np.where(seg >= 2 * R, minus_id, plus_id) if ids is None else np.asarray(ids))
-        chunked.append(((row0 + seg % R)[keep], cols[keep], cid[keep]))
     if m.ell_width == (0, 0):
-        parts = chunked
+        parts = []                               # (row, column, coefficient id)
+        for cols, seg, ids in ((m.cols, m.seg, None), (m.gen_cols, m.gen_seg, m.gen_coeff)):
+            cols, seg = np.asarray(cols), np.asarray(seg)
+            keep = cols < m.num_cols
+            cid = (np.where(seg >= 2 * R, minus_id, plus_id) if ids is None else np.asarray(ids))
+            parts.append(((row0 + seg % R)[keep], cols[keep], cid[keep]))
     else:
         parts = []
 
@@ -521,12 +529,8 @@ def to_csr(m: BlockedCSR, plus_id: int, minus_id: int):
                               np.asarray(cid)[keep]))
 
         fixed_width((m.ell_cols, m.ell_neg, m.ell_gen_cols, m.ell_gen_coeff), np.arange(m.rows))
-        long_rows = np.asarray(m.long_rows)
-        piece_row = long_rows.copy()             # no chunks: piece i is long row i
-        if m.chunks:
-            rows, cols = (np.concatenate(x) for x in zip(*[p[:2] for p in chunked]))
-            piece_row = np.zeros(m.pieces, np.int64)
-            piece_row[cols] = long_rows[rows]
+        runs = np.diff(np.append(np.asarray(m.piece_start, np.int64), m.pieces))
+        piece_row = np.repeat(np.asarray(m.long_rows), runs)
         if m.pieces:
             fixed_width((m.piece_cols, m.piece_neg, m.piece_gen_cols, m.piece_gen_coeff),
                         piece_row)
@@ -746,33 +750,9 @@ def _ell_rows(arrays, rows: int, coeffs, wt, chunk_slots: int, config, form: str
     return by_platform(arrays, coeffs, wt, default=gather, cuda=fused)
 
 
-def _segment_sums(halves, seg, num_segments: int, prefix: bool):
-    """Per segment s < num_segments the sum of the rows of ``halves`` (E, W)
-    uint32 whose ``seg`` (E,) int32, ascending, is s (segment ids at or past
-    num_segments are dropped) -> (num_segments, W) uint32, exact while every
-    segment's sums stay below 2^32 (the lazy bound of the chunks).
-
-    ``prefix`` False: ``jax.ops.segment_sum`` (a scatter-add; on a GPU its
-    atomics collide where many consecutive entries share a segment, as a long
-    row's pieces do).  True: inclusive prefix sums P over the entries, then
-    P[end_s] − P[start_s]: the prefix sums wrap modulo 2^32, and so does the
-    difference, which is therefore exact for sums below 2^32; the bounds by
-    binary search in the sorted ids.  No scatter, no atomics (hypothesis 58)."""
-    if not prefix:
-        return jax.ops.segment_sum(halves, seg, num_segments=num_segments,
-                                   indices_are_sorted=True)
-    P = jnp.cumsum(halves, axis=0, dtype=jnp.uint32)
-    P = jnp.concatenate([jnp.zeros((1,) + halves.shape[1:], jnp.uint32), P])
-    ids = jnp.arange(num_segments, dtype=seg.dtype)
-    start = jnp.searchsorted(seg, ids, side="left")
-    end = jnp.searchsorted(seg, ids, side="right")
-    return jnp.take(P, end, axis=0) - jnp.take(P, start, axis=0)
-
-
-def _spmv_chunks(m: BlockedCSR, coeffs, wt, prefix: bool = False):
-    """The chunks over wt (element-major (n, B, 8): the witness, or the piece
-    sums) -> (8, B, overflow_rows), one scan step per chunk; ``prefix``: the
-    half-limb sums by ``_segment_sums``' prefix form."""
+def _spmv_chunks(m: BlockedCSR, coeffs, wt):
+    """The chunks over the witness wt (element-major (n, B, 8)) -> (8, B,
+    rows), one scan step per chunk."""
     B = wt.shape[1]
     R = m.block_rows
     rows = m.overflow_rows
@@ -785,7 +765,8 @@ def _spmv_chunks(m: BlockedCSR, coeffs, wt, prefix: bool = False):
         gp = Fr.mul(jnp.transpose(gather(gcols), (2, 0, 1)), k)           # (8, G, B)
         terms = jnp.concatenate([jnp.transpose(gp, (1, 2, 0)), gather(cols)])  # (G+E, B, 8)
         halves = jnp.stack([terms & 0xFFFF, terms >> 16], axis=-1).reshape(terms.shape[0], B * 16)
-        s = _segment_sums(halves, jnp.concatenate([gseg, seg]), 3 * R, prefix)
+        s = jax.ops.segment_sum(halves, jnp.concatenate([gseg, seg]), num_segments=3 * R,
+                                indices_are_sorted=True)
         s = jnp.transpose(s.reshape(3, R, B, 16), (3, 0, 2, 1))            # (16, 3, B, R)
         x, t = _normalize(jnp.stack([s[:, 0] + s[:, 1], s[:, 2]], axis=1))   # (8, 2, B, R)
         vals = _reduce(x[:, 0], t[:, 0], x[:, 1], t[:, 1])                # (8, B, R)
@@ -801,26 +782,105 @@ def _spmv_chunks(m: BlockedCSR, coeffs, wt, prefix: bool = False):
     return out[:, :, :rows]
 
 
+def _piece_sums_kernel(n_long: int, P: int, B: int, bn: int, config):
+    """The Pallas kernel of ``_piece_sums``: program (i, b) sums the runs of
+    long rows [s, s + bn), s = min(i·bn, n_long − bn), of instance b; each
+    lane walks its own run for as many steps as the longest run of its
+    block (masked loads past its end add zero).  Refs: start (n_long,)
+    int32, values (8·B·P,) the pieces' limb-major values flattened, out
+    (8, B, n_long)."""
+    ar = kernel_arith(Fr.arith, config)
+    wide = Fr.L * B * P >= 1 << 31            # flat index past int32: 64-bit arithmetic
+
+    def kernel(start_ref, val_ref, out_ref):
+        r = jnp.minimum(pl.program_id(0) * bn, n_long - bn) + lax.iota(jnp.int32, bn)
+        b = pl.program_id(1)
+        first = plgpu.load(start_ref.at[r])
+        nxt = plgpu.load(start_ref.at[jnp.minimum(r + 1, n_long - 1)])
+        count = jnp.where(r + 1 < n_long, nxt, P) - first
+        base = [(limb * B + b) * (jnp.int64(P) if wide else P) for limb in range(Fr.L)]
+
+        def body(j, acc):
+            ok = j < count
+            p = jnp.where(ok, first + j, 0)
+            p = p.astype(jnp.int64) if wide else p
+            x = [plgpu.load(val_ref.at[base[limb] + p], mask=ok, other=0)
+                 for limb in range(Fr.L)]
+            return ar.add(acc, x)
+
+        zero = [jnp.zeros((bn,), jnp.uint32)] * Fr.L
+        acc = lax.fori_loop(0, jnp.max(count), body, zero)
+        for limb in range(Fr.L):
+            plgpu.store(out_ref.at[limb, b, r], acc[limb].astype(jnp.uint32))
+
+    return kernel
+
+
+def _piece_sums_lazy(start, values):
+    """``_piece_sums`` by one segment sum of the sixteen 16-bit halves of
+    each piece (exact: a run has at most MAX_TERMS pieces), normalised and
+    reduced like a chunk's sums."""
+    n_long = start.shape[0]
+    P, B = values.shape[2], values.shape[1]
+    owner = jnp.searchsorted(start, jnp.arange(P, dtype=start.dtype), side="right") - 1
+    t = jnp.transpose(values, (2, 1, 0))                                   # (P, B, 8)
+    halves = jnp.stack([t & 0xFFFF, t >> 16], axis=-1).reshape(P, B * 16)
+    s = jax.ops.segment_sum(halves, owner, num_segments=n_long, indices_are_sorted=True)
+    x, top = _normalize(jnp.transpose(s.reshape(n_long, B, 16), (2, 1, 0)))   # (8, B, n_long)
+    zero = jnp.zeros_like(x)
+    return _reduce(x, top, zero, zero)
+
+
+def _piece_sums_pallas(start, values, config=Fr.config):
+    """``_piece_sums`` as ONE Pallas kernel (``_piece_sums_kernel``);
+    n_long ≥ ``config.bn``."""
+    n_long, (_, B, P) = start.shape[0], values.shape
+    bn = config.bn
+    with x64():
+        return pl.pallas_call(
+            _piece_sums_kernel(n_long, P, B, bn, config),
+            out_shape=jax.ShapeDtypeStruct((Fr.L, B, n_long), jnp.uint32),
+            grid=(-(-n_long // bn), B),
+            in_specs=[pl.no_block_spec] * 2,
+            out_specs=pl.no_block_spec,
+            compiler_params=plgpu.CompilerParams(num_warps=config.num_warps, num_stages=1),
+            interpret=config.interpret,
+            debug=config.debug,
+            name="Fr_spmv_piece_sums",
+        )(start.astype(jnp.int32), values.reshape(-1))
+
+
+def _piece_sums(start, values, config=Fr.config):
+    """The long rows' sums of their runs of pieces: start int32 (n_long,)
+    (run i = [start[i], start[i+1]), the last ending at P), values (8, B, P)
+    the pieces' Fr values -> (8, B, n_long) canonical Fr: one Pallas kernel
+    where one runs (hypothesis 66: no scatter, no atomics), else lazy
+    half-limb sums (``_piece_sums_lazy``)."""
+    if pl is None or start.shape[0] < config.bn or values.shape[2] == 0:
+        return _piece_sums_lazy(start, values)
+    kernel = functools.partial(_piece_sums_pallas, config=config)
+    if config.interpret:
+        return kernel(start, values)
+    return by_platform(start, values, default=_piece_sums_lazy, cuda=kernel)
+
+
 def spmv(m: BlockedCSR, coeffs, wt, *, chunk_slots: int = ELL_CHUNK_SLOTS,
          config=Fr.config, form: str | None = None):
     """M·w for every instance: wt (num_cols, B, 8) element-major Fr witnesses
     (``element_major``), coeffs (8, n_coeffs) the Fr coefficient table ->
     (8, B, rows) canonical Fr (Montgomery).  The ELL part and the pieces in
-    row chunks of about ``chunk_slots`` gathered terms, the pieces summed by
-    the chunks and added into the long rows; config: the fixed-width
-    kernel's ``KernelConfig`` (tests: the Pallas kernel in interpret mode).
+    row chunks of about ``chunk_slots`` gathered terms, each long row's run
+    of pieces summed (``_piece_sums``) and added into the row; config: the
+    kernels' ``KernelConfig`` (tests: the Pallas kernels in interpret mode).
     Long rows at or past ``m.rows`` (a padded row block's) are dropped.
     form (``FORMS``; default ``DEFAULT_FORM``): how fixed-width rows are
     evaluated where a Pallas kernel runs, "gather" (XLA gathers of each row
     chunk's terms, then the row kernel) or "fused" (one kernel that gathers
-    by index, ``_spmv_ell_fused``), and with "+prefix" the chunks' sums by
-    prefix sums (``_segment_sums``)."""
+    by index, ``_spmv_ell_fused``)."""
     if form is None:        # interpret mode: the test vehicle, "fused" there only when named
         form = "gather" if config.interpret else DEFAULT_FORM
     if form not in FORMS:
         raise ValueError(f"spmv: form must be one of {FORMS}, got {form!r}")
-    form, _, sums = form.partition("+")
-    prefix = sums == "prefix"
     if wt.ndim != 3 or wt.shape[0] != m.num_cols or wt.shape[2:] != (8,):
         raise ValueError(f"spmv: expected element-major Fr (num_cols={m.num_cols}, B, 8), "
                          f"got {wt.shape}")
@@ -831,7 +891,7 @@ def spmv(m: BlockedCSR, coeffs, wt, *, chunk_slots: int = ELL_CHUNK_SLOTS,
     if coeffs.shape[1] == 0:                 # no general entries can refer to an empty table
         coeffs = jnp.zeros((8, 1), jnp.uint32)
     if m.ell_width == (0, 0):
-        return (_spmv_chunks(m, coeffs, wt, prefix) if m.chunks
+        return (_spmv_chunks(m, coeffs, wt) if m.chunks
                 else jnp.zeros((8, B, m.rows), jnp.uint32))
     if m.rows == 0:
         return jnp.zeros((8, B, 0), jnp.uint32)
@@ -840,8 +900,7 @@ def spmv(m: BlockedCSR, coeffs, wt, *, chunk_slots: int = ELL_CHUNK_SLOTS,
     if m.pieces:
         pieces = (m.piece_cols, m.piece_neg, m.piece_gen_cols, m.piece_gen_coeff)
         rest = _ell_rows(pieces, m.pieces, coeffs, wt, chunk_slots, config, form)  # (8, B, pieces)
-        if m.chunks:                                        # sum each long row's pieces
-            rest = _spmv_chunks(m, coeffs, element_major(rest), prefix)
+        rest = _piece_sums(m.piece_start, rest, config)                        # (8, B, long)
         at = out.at[:, :, m.long_rows]
         out = at.set(Fr.add(at.get(indices_are_sorted=True, unique_indices=True), rest),
                      indices_are_sorted=True, unique_indices=True, mode="drop")
@@ -871,11 +930,11 @@ class RowBlocks:
     The overflow rows are the matrix rows (ELL widths (0, 0)) or the long
     rows; in the ELL layout a matrix row r maps to the overflow row i(r) =
     #{long rows < r}, and ``piece0[i]`` is the first piece of long row i
-    (pieces follow their long rows in order).  Chunk q spans overflow rows
-    [row0[q], ``end``[q]] (end = row0 + last); a block of overflow rows
-    [i0, i1) takes every chunk that meets them (``row_block`` masks the
-    entries of other rows), so a chunk straddling a cut goes to both
-    blocks."""
+    (``piece_start`` and, last, the piece count: pieces follow their long
+    rows in order).  Without an ELL part chunk q spans rows [row0[q],
+    ``end``[q]] (end = row0 + last); a block of rows [i0, i1) takes every
+    chunk that meets them (``row_block`` masks the entries of other rows),
+    so a chunk straddling a cut goes to both blocks."""
 
     def __init__(self, m: BlockedCSR):
         self.m = m
@@ -883,18 +942,8 @@ class RowBlocks:
         self.long_rows = np.asarray(m.long_rows, np.int64)
         self.row0 = np.asarray(m.row0, np.int64)
         self.end = self.row0 + np.asarray(m.last, np.int64)
-        self.piece0 = self._piece0() if self.ell else None
-
-    def _piece0(self) -> np.ndarray:
-        """First piece of each long row (long rows + 1,), the last = pieces."""
-        m, n_long = self.m, self.long_rows.shape[0]
-        if not m.chunks:                                     # piece i is long row i
-            return np.arange(n_long + 1)
-        cols = np.asarray(m.cols)
-        keep = cols < m.pieces
-        owner = np.zeros(m.pieces, np.int64)
-        owner[cols[keep]] = (self.row0[:, None] + np.asarray(m.seg) % m.block_rows)[keep]
-        return np.searchsorted(owner, np.arange(n_long + 1))
+        self.piece0 = (np.append(np.asarray(m.piece_start, np.int64), m.pieces) if self.ell
+                       else None)
 
     def overflow(self, r: int) -> int:
         """i(r): the overflow rows before matrix row r."""
@@ -942,7 +991,7 @@ _AXIS = {f: "chunks" for f in ("cols", "seg", "gen_cols", "gen_seg", "gen_coeff"
 _AXIS.update({f: "rows" for f in ("ell_cols", "ell_neg", "ell_gen_cols", "ell_gen_coeff")})
 _AXIS.update({f: "pieces" for f in ("piece_cols", "piece_neg", "piece_gen_cols",
                                     "piece_gen_coeff")})
-_AXIS["long_rows"] = "long"
+_AXIS["long_rows"] = _AXIS["piece_start"] = "long"
 
 
 def block_signature(m: BlockedCSR) -> tuple:
@@ -964,18 +1013,16 @@ def block_nbytes(m: BlockedCSR, shape: BlockShape) -> int:
                for f in DATA_FIELDS if (x := getattr(m, f)).shape[0])
 
 
-def _padding(m: BlockedCSR, shape: BlockShape, source: int) -> dict:
+def _padding(m: BlockedCSR, shape: BlockShape) -> dict:
     """Per array, the value of its padding entries in a row block of
     ``shape``, each adding nothing: ELL rows and pieces with every column
     num_cols (gathered as zero) and no signs; chunks with every column
-    ``source`` (the length of what they gather: num_cols, or the block's
-    pieces), segments 3R (±1, dropped) and R − 1 (general, + 0), writing
-    their R zero rows at row0 = the block's overflow rows, into the slack
-    past its output.  Long rows are padded apart (``row_block``)."""
+    num_cols, segments 3R (±1, dropped) and R − 1 (general, + 0), writing
+    their R zero rows at row0 = the block's rows, into the slack past its
+    output.  Long rows and their runs are padded apart (``row_block``)."""
     R, n = m.block_rows, m.num_cols
-    over = shape.rows if m.ell_width == (0, 0) else shape.long
-    return {"cols": source, "seg": 3 * R, "gen_cols": source, "gen_seg": R - 1, "gen_coeff": 0,
-            "row0": over, "last": 0, "cont": False,
+    return {"cols": n, "seg": 3 * R, "gen_cols": n, "gen_seg": R - 1, "gen_coeff": 0,
+            "row0": shape.rows, "last": 0, "cont": False,
             "ell_cols": n, "ell_neg": 0, "ell_gen_cols": n, "ell_gen_coeff": 0,
             "piece_cols": n, "piece_neg": 0, "piece_gen_cols": n, "piece_gen_coeff": 0}
 
@@ -985,15 +1032,15 @@ def _pad(x: np.ndarray, size: int, fill) -> np.ndarray:
     return np.concatenate([x, np.full((size - x.shape[0],) + x.shape[1:], fill, x.dtype)])
 
 
-def _mask_chunks(out: dict, m: BlockedCSR, i0: int, i1: int, p0: int, source: int) -> None:
-    """In place, the sliced chunk arrays of a block of overflow rows [i0, i1)
-    (``row_block``): entries of rows outside the block gather ``source``
-    (zero), those before i0 (only in the first chunk, which may start
-    there) moved to local row 0; the first chunk starts at row i0 afresh
-    (its local rows shifted down by d = i0 − row0, ``last`` too); row0
-    rebased to i0; piece columns (ELL layout) rebased to p0.  Segment ids
-    stay sorted: the moved entries come first in their kind."""
-    R, orig = m.block_rows, (m.pieces if m.ell_width != (0, 0) else m.num_cols)
+def _mask_chunks(out: dict, m: BlockedCSR, i0: int, i1: int) -> None:
+    """In place, the sliced chunk arrays of a block of rows [i0, i1)
+    (``row_block``, no ELL part): entries of rows outside the block gather
+    column num_cols (zero), those before i0 (only in the first chunk, which
+    may start there) moved to local row 0; the first chunk starts at row i0
+    afresh (its local rows shifted down by d = i0 − row0, ``last`` too);
+    row0 rebased to i0.  Segment ids stay sorted: the moved entries come
+    first in their kind."""
+    R, orig = m.block_rows, m.num_cols
     row0 = out["row0"].astype(np.int64)
     d = np.maximum(i0 - row0, 0)[:, None]
     for cf, sf, pad in (("cols", "seg", 3 * R), ("gen_cols", "gen_seg", None)):
@@ -1003,7 +1050,7 @@ def _mask_chunks(out: dict, m: BlockedCSR, i0: int, i1: int, p0: int, source: in
         row = row0[:, None] + local
         keep = real & (row >= i0) & (row < i1)
         out[sf] = np.where(real, kind * R + np.where(row < i0, 0, local - d), seg)
-        out[cf] = np.where(keep, cols - p0, source)
+        out[cf] = np.where(keep, cols, orig)
     out["last"] = out["last"] - d[:, 0]
     out["row0"] = np.maximum(row0, i0) - i0
     out["cont"] = out["cont"] & (row0 >= i0)
@@ -1012,12 +1059,13 @@ def _mask_chunks(out: dict, m: BlockedCSR, i0: int, i1: int, p0: int, source: in
 def row_block(rb: RowBlocks, r0: int, r1: int, shape: BlockShape | None = None) -> BlockedCSR:
     """Rows [r0, r1) of rb.m as a BlockedCSR over the same columns (any
     0 ≤ r0 ≤ r1 ≤ rows), host numpy: the ELL rows, the block's long rows
-    (− r0), their pieces, and the chunks meeting its overflow rows with
-    the entries of other rows masked (``_mask_chunks``), each array padded
-    along its axis to ``shape`` (default: the block's own sizes,
-    ``RowBlocks.counts``) with entries that add nothing (``_padding``; the
-    padding long rows shape.rows + j, j their position, are out of range,
-    so ``spmv`` drops them).  The block has shape.rows rows: ``spmv`` of it
+    (− r0), their pieces and runs (starts − the first), or without an ELL
+    part the chunks meeting its rows with the entries of other rows masked
+    (``_mask_chunks``), each array padded along its axis to ``shape``
+    (default: the block's own sizes, ``RowBlocks.counts``) with entries
+    that add nothing (``_padding``; the padding long rows shape.rows + j, j
+    their position, are out of range, so ``spmv`` drops them, and their
+    runs are empty but the last, which holds the padding pieces).  The block has shape.rows rows: ``spmv`` of it
     is rows [r0, r1) of ``spmv`` of the whole, then zeros.  Padding every
     block to one shape gives all blocks one compiled program.  nnz is not
     recounted (−1)."""
@@ -1027,17 +1075,17 @@ def row_block(rb: RowBlocks, r0: int, r1: int, shape: BlockShape | None = None) 
         raise ValueError(f"row_block: rows [{r0}, {r1}) have sizes {own}, over {shape}")
     out = {f: np.asarray(getattr(m, f)[slice(*rg[_AXIS[f]])]) for f in DATA_FIELDS}
     out["long_rows"] = out["long_rows"] - r0
-    source = shape.pieces if rb.ell else m.num_cols
+    out["piece_start"] = out["piece_start"] - rg["pieces"][0]
     if m.chunks:
-        _mask_chunks(out, m, rb.overflow(r0), rb.overflow(r1),
-                     rg["pieces"][0] if rb.ell else 0, source)
-    fill = _padding(m, shape, source)
+        _mask_chunks(out, m, rb.overflow(r0), rb.overflow(r1))
+    fill = _padding(m, shape)
     for f in DATA_FIELDS:
         x = getattr(m, f)
         out[f] = out[f].astype(x.dtype)
         if x.shape[0]:                                     # (0,) arrays stay empty
             out[f] = _pad(out[f], getattr(shape, _AXIS[f]), fill.get(f, 0))
     out["long_rows"][own.long:] = shape.rows + np.arange(own.long, len(out["long_rows"]))
+    out["piece_start"][own.long:] = own.pieces
     return BlockedCSR(**out, rows=shape.rows, num_cols=m.num_cols, nnz=-1,
                       block_rows=m.block_rows)
 
@@ -1048,8 +1096,10 @@ def working_bytes(m: BlockedCSR, batch: int, shape: BlockShape | None = None,
     to ``shape``) beyond the matrix, the table and the witness, for
     ``batch`` instances (module docstring, "Memory"): the output and its
     update 64·B·rows, per ELL row chunk 32·B·C·(2K + 1) + 32·C·Kg, the
-    piece sums 128·B·P with their own row chunks, per overflow chunk
-    96·B·(E + G) + 384·B·R and the chunk output 32·B·(overflow rows + R)."""
+    pieces' values 32·B·P with their own row chunks and the long rows'
+    sums 96·B·(long rows) (the lazy form's halves and sums: 64·B·P more),
+    per overflow chunk 96·B·(E + G) + 384·B·R and the chunk output
+    32·B·(rows + R)."""
     def ell(rows, kp, kg):
         if not rows or not kp + kg:
             return 0
@@ -1057,10 +1107,9 @@ def working_bytes(m: BlockedCSR, batch: int, shape: BlockShape | None = None,
         return 32 * batch * C * (2 * (kp + kg) + 1) + 32 * C * kg
 
     s = whole_shape(m) if shape is None else shape
-    over = s.rows if m.ell_width == (0, 0) else s.long
     total = 64 * batch * s.rows + ell(s.rows, *m.ell_width)
-    total += 128 * batch * s.pieces + ell(s.pieces, *m.piece_width)
+    total += 128 * batch * s.pieces + ell(s.pieces, *m.piece_width) + 96 * batch * s.long
     if s.chunks:
         total += 96 * batch * (m.slots + m.gen_slots) + 384 * batch * m.block_rows \
-            + 32 * batch * (over + m.block_rows)
+            + 32 * batch * (s.rows + m.block_rows)
     return total

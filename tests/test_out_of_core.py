@@ -24,10 +24,11 @@ from ops.field import Fr
 from test_groth16 import BATCH, K, cubic
 from test_pce import SMALL, random_r1cs, random_witnesses, to_device
 
-# chunks of at most 2 overflow rows (many chunks), or one chunk over every
-# overflow row (every block takes it, masked): cuts fall inside chunks
-LAYOUTS = {"ell": dict(SMALL, block_rows=2), "chunks": dict(SMALL, ell_width=(0, 0), block_rows=2),
-           "ell-wide": dict(SMALL, slots=512, gen_slots=256, block_rows=64, max_terms=64),
+# long rows in runs of many pieces, or of one piece each; without an ELL part
+# chunks of at most 2 rows (many chunks), or one chunk over every row (every
+# block takes it, masked): cuts fall inside chunks
+LAYOUTS = {"ell": dict(SMALL), "ell-one-piece": dict(SMALL, piece_width=(32, 32)),
+           "chunks": dict(SMALL, ell_width=(0, 0), block_rows=2),
            "chunks-wide": dict(SMALL, ell_width=(0, 0), slots=512, gen_slots=256, max_terms=64,
                                block_rows=64)}
 
@@ -53,7 +54,7 @@ def spy_programs(monkeypatch) -> set:
 
 
 @pytest.mark.parametrize("layout,budget", [("ell", 10**9), ("ell", 40000), ("chunks", 16000),
-                                           ("ell-wide", 250000), ("chunks-wide", 222000)])
+                                           ("ell-one-piece", 40000), ("chunks-wide", 222000)])
 def test_evaluate_host_equals_evaluate(random_circuit, layout, budget, monkeypatch):
     r1cs, w = random_circuit
     m = pce.extract(r1cs, **LAYOUTS[layout])
@@ -167,8 +168,10 @@ def test_row_blocks_any_cut_and_padding(random_circuit, layout):
     rb = spmv.RowBlocks(x)
     ones = np.array([rb.counts(r, r + 1) for r in range(x.rows)])
     assert tuple(rb.smallest()) == tuple(ones.max(axis=0))
-    if layout.endswith("wide"):                     # one chunk: every cut lies inside it
+    if layout == "chunks-wide":                     # one chunk: every cut lies inside it
         assert x.chunks == 1 and rb.smallest().rows == 1
+    if layout.startswith("ell"):                    # runs of one piece, or of several
+        assert x.chunks == 0 and (rb.smallest().pieces == 1) == (layout == "ell-one-piece")
     indptr, cols, ids = spmv.to_csr(x, 0, 1)
     shape = spmv.BlockShape(*(s + 3 for s in spmv.whole_shape(x)))
     for r0, r1 in [(0, x.rows), (1, x.rows - 2), (3, 4), (x.rows // 2, x.rows // 2 + 5), (5, 5)]:

@@ -3,11 +3,12 @@ A·w, B·w, C·w recomputed with Python integers mod r from the R1CS's own CSR
 lists; the satisfaction check against a witness built to satisfy (then
 broken); persistence by restoring and comparing every array.
 
-Sizes are tiny and the chunk sizes forced small (many chunks, rows split
-across chunks, long rows cut into pieces, the general-coefficient slots
-full), so the CPU run exercises every path of the chunked evaluation; the
-fixed-width (ELL) rows are checked against the rows they came from, in
-several widths, against Python ints and as the Pallas kernel body.
+Sizes are tiny and the widths and chunk sizes forced small (long rows cut
+into many pieces; in the all-CSR layout many chunks, rows split across
+chunks, the general-coefficient slots full), so the CPU run exercises every
+path of the evaluation; the fixed-width (ELL) rows are checked against the
+rows they came from, in several widths, against Python ints and as the
+Pallas kernel body, and so are the sums of the pieces.
 """
 from __future__ import annotations
 
@@ -28,8 +29,8 @@ from jaxprove import pce, store
 from ops import spmv
 from ops.field import Fr
 
-# Narrow ELL rows and pieces, small chunks: every part carries many entries, the
-# sums of the pieces in many chunks (rows split across chunks, long rows cut).
+# Narrow ELL rows and pieces: every part carries many entries, long rows in many
+# pieces; small chunks for the all-CSR layout (rows split across chunks).
 SMALL = dict(slots=16, gen_slots=8, block_rows=8, max_terms=6, ell_width=(2, 1),
              piece_width=(1, 1))
 
@@ -126,9 +127,15 @@ def test_extract_layout_and_metadata(small):
     r1cs, m = small
     k, aux = r1cs.num_inputs, r1cs.num_aux
     assert (m.num_inputs, m.num_aux, m.num_constraints, m.rows) == (k, aux, 50, 53)
-    assert m.a.chunks > 5 and m.b.chunks > 5 and np.asarray(m.a.cont).any()
+    for x in (m.a, m.b):                    # long rows of several pieces, no chunks
+        runs = np.diff(np.append(np.asarray(x.piece_start), x.pieces))
+        assert x.chunks == 0 and runs.min() >= 1 and runs.max() > 3
+    chunked = pce.extract(r1cs, **dict(SMALL, ell_width=(0, 0)))
+    assert chunked.a.chunks > 5 and chunked.b.chunks > 5 and np.asarray(chunked.a.cont).any()
     one, minus = r1cs.coeffs.index(1), r1cs.coeffs.index(R - 1)
-    for name, mat, blocked in (("a", r1cs.a, m.a), ("b", r1cs.b, m.b), ("c", r1cs.c, m.c)):
+    for name, mat, blocked in [(f"{name}/{layout}", mat, getattr(mm, name))
+                               for layout, mm in (("ell", m), ("csr", chunked))
+                               for name, mat in (("a", r1cs.a), ("b", r1cs.b), ("c", r1cs.c))]:
         want = [sorted((c, r1cs.coeffs.index(x)) for c, x in row)
                 for row in rows_of(mat, r1cs.coeffs)]
         indptr, cols, ids = spmv.to_csr(blocked, one, minus)
@@ -136,6 +143,8 @@ def test_extract_layout_and_metadata(small):
                for r in range(m.rows)]
         assert got == want, name
         assert blocked.nnz == sum(map(len, want))
+        if not blocked.chunks:
+            continue
         ids = np.concatenate([np.asarray(blocked.gen_seg), np.asarray(blocked.seg)], axis=1)
         assert np.all(np.diff(ids, axis=1) >= 0), name        # sorted segment ids per chunk
         live = np.concatenate([np.asarray(blocked.gen_cols), np.asarray(blocked.cols)], 1) < m.num_vars
@@ -213,7 +222,8 @@ def test_evaluate_larger_circuit_default_sizing():
     SMALL; every row checked."""
     r1cs = random_r1cs(7, num_inputs=5, num_aux=1500, num_constraints=3000)
     m = pce.extract(r1cs, target=2048)
-    assert all(min(x.ell_width) > 0 and x.pieces > 0 and x.chunks > 0 for x in (m.a, m.b, m.c))
+    assert all(min(x.ell_width) > 0 and x.pieces > x.long_rows.shape[0] > 0
+               for x in (m.a, m.b, m.c))                   # some long row of several pieces
     ws = random_witnesses(random.Random(8), 2, m.num_vars)
     outs = pce.evaluate(m, to_device(ws, (2,)))
     for got, exp in zip(outs, reference(r1cs, ws)):
@@ -528,12 +538,13 @@ def test_block_splits_rows_into_ell_and_overflow():
     """ELL arrays against the rows: the first Kp ±1 and Kg general entries
     of each row in entry order (signs in ell_neg); the rest of exactly the
     rows that spill in pieces of Qp ±1 and Qg general entries, in order;
-    the chunks sum each long row's pieces (to_csr covers everything)."""
+    piece_start gives each long row's run of pieces (to_csr covers
+    everything)."""
     rows, csr, coeffs, n = ell_case()
     classes = spmv.coefficient_classes(coeffs)
     m = spmv.block(csr.indptr, csr.cols, csr.coeff_ids, classes, n, ell_width=(3, 2),
                    piece_width=(2, 1), slots=16, gen_slots=8, block_rows=4, max_terms=6)
-    assert m.ell_width == (3, 2) and m.piece_width == (2, 1) and m.chunks > 3
+    assert m.ell_width == (3, 2) and m.piece_width == (2, 1) and m.chunks == 0
 
     def fixed(entries, kp, kg):
         pm = [(c, x) for c, x in entries if x in (1, R - 1)]
@@ -547,7 +558,7 @@ def test_block_splits_rows_into_ell_and_overflow():
         assert (cols[i].tolist(), int(neg[i]) if len(neg) else 0, gcols[i].tolist(),
                 [coeffs[j] for j in gids[i][:len(want[3])]]) == want
 
-    long_rows, piece = [], 0
+    long_rows, starts, piece = [], [], 0
     for r, row in enumerate(rows):
         pm = [(c, x) for c, x in row if x in (1, R - 1)]
         gen = [(c, x) for c, x in row if x not in (1, R - 1)]
@@ -556,12 +567,14 @@ def test_block_splits_rows_into_ell_and_overflow():
         pm, gen = pm[3:], gen[2:]
         if pm or gen:
             long_rows.append(r)
+            starts.append(piece)
         for j in range(max(-(-len(pm) // 2), len(gen))):
             check((m.piece_cols, m.piece_neg, m.piece_gen_cols, m.piece_gen_coeff),
                   fixed(pm[2 * j:2 * j + 2] + gen[j:j + 1], 2, 1), piece)
             piece += 1
     assert m.long_rows.tolist() == long_rows and m.overflow_rows == len(long_rows)
-    assert m.pieces == piece
+    assert m.pieces == piece and m.piece_start.tolist() == starts
+    assert max(np.diff(starts)) > 3                       # runs of several pieces
     one, minus = coeffs.index(1), coeffs.index(R - 1)
     indptr, cols, ids = spmv.to_csr(m, one, minus)
     want = [sorted((c, coeffs.index(x)) for c, x in row) for row in rows]
@@ -571,6 +584,7 @@ def test_block_splits_rows_into_ell_and_overflow():
     wide = spmv.block(csr.indptr, csr.cols, csr.coeff_ids, classes, n, ell_width=(3, 2),
                       piece_width=(32, 32))
     assert wide.pieces == wide.overflow_rows == len(long_rows) and wide.chunks == 0
+    assert wide.piece_start.tolist() == list(range(len(long_rows)))      # one piece each
     indptr, cols, ids = spmv.to_csr(wide, one, minus)
     assert [list(zip(cols[indptr[r]:indptr[r + 1]].tolist(), ids[indptr[r]:indptr[r + 1]].tolist()))
             for r in range(len(rows))] == want
@@ -629,13 +643,13 @@ def ell_inputs():
 def test_ell_spmv_equals_python_ints_and_csr_path(ell_inputs, width, pieces):
     """spmv in each layout equals the per-row Python-int sums (and therefore
     the all-CSR layout) for a batch of 3, the ELL rows in several chunks
-    (the last one clamped to end at the last row); pieces summed by chunks,
-    or one piece per long row ("wide")."""
+    (the last one clamped to end at the last row); long rows of several
+    pieces, or of one piece each ("wide"), or every entry in chunks."""
     rows, csr, coeffs, n, ws, wt, table = ell_inputs
     m = spmv.block(csr.indptr, csr.cols, csr.coeff_ids, spmv.coefficient_classes(coeffs), n,
                    ell_width=width, piece_width=pieces, slots=16, gen_slots=8, block_rows=8,
                    max_terms=6)
-    assert (m.chunks == 0) == (width == (6, 3))
+    assert (m.chunks > 0) == (width == (0, 0))
     chunk = 3 * sum(width) * 16                                          # 16 rows per chunk
     if sum(width):
         C, starts = spmv.ell_row_chunks(len(rows), 3 * sum(width), chunk)
@@ -644,41 +658,6 @@ def test_ell_spmv_equals_python_ints_and_csr_path(ell_inputs, width, pieces):
         jax.tree.map(jnp.asarray, m), table, wt)
     assert got.shape == (8, 3, len(rows))
     assert Fr.to_int(got).tolist() == ell_reference(rows, ws)
-
-
-@pytest.mark.parametrize("width, pieces", [((3, 2), (2, 1)), ((0, 1), (1, 4)), ((0, 0), None)],
-                         ids=["mixed", "general-only", "all-csr"])
-def test_prefix_chunk_sums_equal_python_ints(ell_inputs, width, pieces):
-    """The "+prefix" forms (the chunks' half-limb sums by prefix sums,
-    hypothesis 58) in the layouts that have chunks (pieces summed, or every
-    entry in chunks) equal the per-row Python-int sums."""
-    rows, csr, coeffs, n, ws, wt, table = ell_inputs
-    m = spmv.block(csr.indptr, csr.cols, csr.coeff_ids, spmv.coefficient_classes(coeffs), n,
-                   ell_width=width, piece_width=pieces, slots=16, gen_slots=8, block_rows=8,
-                   max_terms=6)
-    assert m.chunks > 1
-    got = jax.jit(functools.partial(spmv.spmv, form="gather+prefix"))(
-        jax.tree.map(jnp.asarray, m), table, wt)
-    assert Fr.to_int(got).tolist() == ell_reference(rows, ws)
-
-
-def test_segment_sums_prefix_form_is_exact_across_wraparound():
-    """``_segment_sums``' prefix form equals ``segment_sum`` where the
-    running prefix passes 2^32 many times (segments of up to 2^16 − 1
-    half-limbs of 0xFFFF: each segment's sum just below 2^32), with empty
-    segments, and ids at or past the count dropped."""
-    rng = np.random.default_rng(3)
-    sizes = [65535, 0, 3, 65535, 1, 0, 40000]
-    seg = np.concatenate([np.full(k, i) for i, k in enumerate(sizes)] + [np.full(5, 7)])
-    vals = rng.integers(0, 1 << 16, (len(seg), 2), dtype=np.uint32)
-    vals[:65535] = 0xFFFF
-    args = jnp.asarray(vals), jnp.asarray(seg.astype(np.int32)), 7
-    want = np.asarray(spmv._segment_sums(*args, prefix=False))
-    got = np.asarray(spmv._segment_sums(*args, prefix=True))
-    np.testing.assert_array_equal(got, want)
-    assert want[0, 0] == 65535 * 0xFFFF and want[1].tolist() == [0, 0]
-    exact = [vals[seg == i].astype(np.int64).sum(axis=0).tolist() for i in range(7)]
-    assert got.astype(np.int64).tolist() == exact
 
 
 def test_ell_without_overflow_and_empty_matrix():
@@ -705,16 +684,16 @@ def test_ell_without_overflow_and_empty_matrix():
 
 @pytest.mark.parametrize("form, width, pieces", [("gather", (2, 1), None),
                                                   ("fused", (3, 2), (2, 1)),
-                                                  ("fused", (0, 1), (1, 4)),
-                                                  ("fused+prefix", (3, 2), (2, 1))],
-                         ids=["gather", "fused-mixed", "fused-general-only", "fused-prefix"])
+                                                  ("fused", (0, 1), (1, 4))],
+                         ids=["gather", "fused-mixed", "fused-general-only"])
 def test_ell_kernels_pallas_interpret(ell_inputs, form, width, pieces):
     """The fixed-width rows' Pallas (GPU) kernels in interpret mode, through
     spmv, batch of 3: the row kernel over XLA-gathered terms ("gather",
     argument broadcasting over the batch included) and the kernel that
     gathers by index itself ("fused": 40 rows in blocks of 16, the last block
     overlapping its predecessor; the ELL rows and the 72 / 150 pieces fused,
-    the pieces summed by the chunks), equal to Python ints."""
+    the pieces' runs summed by the lazy sums: fewer long rows than a block),
+    equal to Python ints."""
     from ops.elementwise import KernelConfig
     rows, csr, coeffs, n, ws, wt, table = ell_inputs
     m = spmv.block(csr.indptr, csr.cols, csr.coeff_ids, spmv.coefficient_classes(coeffs), n,
@@ -761,6 +740,81 @@ def test_fused_ell_lowers_for_cuda_with_wide_offsets():
     assert "elementwise_inline_asm" in small
     assert witness_offsets(small) == {"32"} and index_products(small) <= {"32"}
     assert witness_offsets(wide) == {"32", "64"} and index_products(wide) == {"64"}
+
+
+def _runs_case(rng, n_long, B, runs):
+    """Random piece values (8, B, P) (a quarter of them r − 1, r − 2: sums
+    wrap mod r many times) and run starts for the run lengths ``runs``."""
+    P = sum(runs)
+    vals = [[rng.choice([R - 1, R - 2, rng.randrange(R), rng.randrange(R)]) for _ in range(P)]
+            for _ in range(B)]
+    starts = np.concatenate([[0], np.cumsum(runs)[:-1]]).astype(np.int32)
+    want = [[sum(v[s:s + k]) % R for s, k in zip(starts.tolist(), runs)] for v in vals]
+    values = jnp.asarray(Fr.from_int(vals))                              # (8, B, P)
+    return jnp.asarray(starts), values, want
+
+
+@pytest.mark.parametrize("interpret", [False, True], ids=["lazy", "pallas-interpret"])
+def test_piece_sums_equal_python_ints(interpret):
+    """``_piece_sums`` of runs of 0 (a padded block's empty runs), 1 and up
+    to 70 pieces, for 37 long rows in blocks of 16 (the last block
+    overlapping its predecessor) and 2 instances: the lazy half-limb sums
+    and the Pallas kernel (interpret mode; each lane walking its run for
+    the longest run of its block) equal Python ints mod r."""
+    from ops.elementwise import KernelConfig
+    rng = random.Random(21)
+    runs = [rng.choice([0, 1, 1, 2, 5, 31, 70]) for _ in range(37)]
+    runs[-1] = 3
+    starts, values, want = _runs_case(rng, 37, 2, runs)
+    cfg = KernelConfig(interpret=interpret, bn=16)
+    got = (spmv._piece_sums(starts, values, cfg) if interpret
+           else spmv._piece_sums_lazy(starts, values))
+    assert got.shape == (8, 2, 37)
+    assert Fr.to_int(got).tolist() == want
+
+
+def test_piece_sums_lower_for_cuda_with_wide_offsets():
+    """The runs kernel lowers to Triton on a CPU-only host, its walk a loop
+    of runtime length, and indexes the flat limb-major values in 64 bits
+    once 8·B·P passes int32 (32-bit below; the starts always 32)."""
+    import contextlib
+    import io
+    import re
+    from ops.elementwise import KernelConfig
+    cfg = KernelConfig(debug=True)
+
+    def ir(P, B):
+        def f(starts, values):
+            return spmv._piece_sums_pallas(starts, values, cfg)
+        buf = io.StringIO()
+        with contextlib.redirect_stdout(buf):
+            jax.jit(f).trace(jax.ShapeDtypeStruct((1 << 10,), jnp.int32),
+                             jax.ShapeDtypeStruct((8, B, P), jnp.uint32)
+                             ).lower(lowering_platforms=("cuda",))
+        return buf.getvalue()
+
+    def offsets(text):
+        return set(re.findall(r'tt\.addptr .*tensor<\d+xi(\d+)> "masked_load', text))
+
+    small, wide = ir(1 << 12, 1), ir(1 << 26, 8)
+    assert "Fr_spmv_piece_sums" in small and "scf.for" in small
+    assert offsets(small) == {"32"} and offsets(wide) == {"32", "64"}   # starts 32, values 64
+
+
+def test_block_refuses_a_run_past_the_lazy_bound():
+    """A long row that would need more than MAX_TERMS pieces is refused by
+    name when planned (its lazy sum could overflow), and fits with wider
+    pieces."""
+    n = spmv.MAX_TERMS + 2
+    row = [(c, 3) for c in range(n)]
+    csr = csr_from_rows([row, [(0, 1)]], {3: 0, 1: 1})
+    classes = spmv.coefficient_classes([3, 1])
+    with pytest.raises(ValueError, match="row 0 spills into 65537 pieces"):
+        spmv.block(csr.indptr, csr.cols, csr.coeff_ids, classes, n, ell_width=(1, 1),
+                   piece_width=(1, 1))
+    m = spmv.block(csr.indptr, csr.cols, csr.coeff_ids, classes, n, ell_width=(1, 1),
+                   piece_width=(1, 2))
+    assert m.pieces == -(-(n - 1) // 2) and m.long_rows.tolist() == [0]
 
 
 def test_spmv_rejects_unknown_form(ell_inputs):

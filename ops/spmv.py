@@ -435,7 +435,8 @@ def block(indptr, cols, coeff_ids, classes, num_cols: int, *, target: int = TARG
     ``ell_widths`` and ``piece_widths`` (with ``overflow_cost``) from the
     row counts and the spilled counts of the long rows (a piece width is at
     least 1 for a kind that spills; a long row may take at most MAX_TERMS
-    pieces).  ell_width (0, 0) puts every entry into chunks (the earlier
+    pieces; chosen widths are never (0, 0) for a matrix with entries).  An
+    explicit ell_width (0, 0) puts every entry into chunks (the earlier
     layout; only there do the chunk arguments count): chunk slot counts
     default to about ``target`` entries per chunk split in the ±1 : general
     ratio (with headroom), and block_rows to the rows such a chunk spans (at
@@ -465,6 +466,11 @@ def block(indptr, cols, coeff_ids, classes, num_cols: int, *, target: int = TARG
     row = np.repeat(np.arange(rows, dtype=np.int64), np.diff(indptr))
     rank, n_pm, n_gen = _kind_ranks(row, is_gen, rows)
     kp, kg = ell_width or ell_widths(n_pm, n_gen, overflow_cost)
+    if ell_width is None and kp == kg == 0 and nnz:
+        # The rule found no slot worth its rows (mostly empty rows, or a low overflow_cost),
+        # but (0, 0) means the all-CSR chunks, which cost ~15x an ELL part plus pieces
+        # (bench/NOTES.md hypothesis 66): one slot of the commoner kind, the rest in pieces.
+        kp, kg = (1, 0) if n_pm.sum() >= n_gen.sum() else (0, 1)
     k = np.where(is_gen, kg, kp)
     ell = _ell_fill(rows, (kp, kg), row, rank, rank < k, cols, coeff_ids, cls, is_gen, num_cols)
     spill = rank >= k

@@ -97,10 +97,10 @@ Memory (B instances, rows, n variables, K = Kp + Kg, P pieces, Q = Qp +
 Qg): the matrix holds 4·(K + 1)·rows + 4·(Q + 1)·P bytes of fixed-width
 rows plus 8 bytes per long row, or 8 bytes per chunk entry (plus slack); an
 evaluation holds the element-major witness copy 32·B·n bytes, the output
-32·B·rows, the pieces' values 32·B·P and the long rows' sums, and per row chunk of C rows
-(C·K·B ≈ ``ELL_CHUNK_SLOTS``) about 32·B·C·(2K + 1) + 32·C·Kg bytes
-(gathered terms, their limb-major copy, the result), per chunk about
-96·B·(E + G) + 384·B·R bytes (E = slots, G = gen_slots).
+32·B·rows, the pieces' values 32·B·P and the long rows' sums, and per row
+chunk of C rows (C·K·B ≈ ``ELL_CHUNK_SLOTS``) about 32·B·C·(2K + 1) +
+32·C·Kg bytes (gathered terms, their limb-major copy, the result), per
+chunk about 96·B·(E + G) + 384·B·R bytes (E = slots, G = gen_slots).
 """
 from __future__ import annotations
 
@@ -1071,9 +1071,10 @@ def row_block(rb: RowBlocks, r0: int, r1: int, shape: BlockShape | None = None) 
     (default: the block's own sizes, ``RowBlocks.counts``) with entries
     that add nothing (``_padding``; the padding long rows shape.rows + j, j
     their position, are out of range, so ``spmv`` drops them, and their
-    runs are empty but the last, which holds the padding pieces).  The block has shape.rows rows: ``spmv`` of it
-    is rows [r0, r1) of ``spmv`` of the whole, then zeros.  Padding every
-    block to one shape gives all blocks one compiled program.  nnz is not
+    runs are empty but the last, which holds the padding pieces).  The
+    block has shape.rows rows: ``spmv`` of it is rows [r0, r1) of ``spmv``
+    of the whole, then zeros.  Padding every block to one shape gives all
+    blocks one compiled program.  nnz is not
     recounted (−1)."""
     m, rg, own = rb.m, rb.ranges(r0, r1), rb.counts(r0, r1)
     shape = own if shape is None else shape

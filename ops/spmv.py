@@ -514,16 +514,14 @@ def to_csr(m: BlockedCSR, plus_id: int, minus_id: int):
     and ``minus_id``.  Host numpy; for tests and inspection."""
     R = m.block_rows
     row0 = np.asarray(m.row0)[:, None]
+    parts = []                                   # (row, column, coefficient id)
     if m.ell_width == (0, 0):
-        parts = []                               # (row, column, coefficient id)
         for cols, seg, ids in ((m.cols, m.seg, None), (m.gen_cols, m.gen_seg, m.gen_coeff)):
             cols, seg = np.asarray(cols), np.asarray(seg)
             keep = cols < m.num_cols
             cid = (np.where(seg >= 2 * R, minus_id, plus_id) if ids is None else np.asarray(ids))
             parts.append(((row0 + seg % R)[keep], cols[keep], cid[keep]))
     else:
-        parts = []
-
         def fixed_width(arrays, row_of):
             cols, neg, gen_cols, gen_ids = (np.asarray(a) for a in arrays)
             q = cols.shape[1]
@@ -756,6 +754,13 @@ def _ell_rows(arrays, rows: int, coeffs, wt, chunk_slots: int, config, form: str
     return by_platform(arrays, coeffs, wt, default=gather, cuda=fused)
 
 
+def _half_limbs(terms):
+    """Element-major Fr terms (E, B, 8) -> their sixteen 16-bit halves (E,
+    B·16) uint32: the summands of the lazy sums (up to 2^16 of them stay
+    below 2^32; ``_normalize`` reads the sums)."""
+    return jnp.stack([terms & 0xFFFF, terms >> 16], axis=-1).reshape(terms.shape[0], -1)
+
+
 def _spmv_chunks(m: BlockedCSR, coeffs, wt):
     """The chunks over the witness wt (element-major (n, B, 8)) -> (8, B,
     rows), one scan step per chunk."""
@@ -770,8 +775,7 @@ def _spmv_chunks(m: BlockedCSR, coeffs, wt):
         k = jnp.take(coeffs, gcoeff, axis=1, mode="clip")[:, :, None]     # (8, G, 1)
         gp = Fr.mul(jnp.transpose(gather(gcols), (2, 0, 1)), k)           # (8, G, B)
         terms = jnp.concatenate([jnp.transpose(gp, (1, 2, 0)), gather(cols)])  # (G+E, B, 8)
-        halves = jnp.stack([terms & 0xFFFF, terms >> 16], axis=-1).reshape(terms.shape[0], B * 16)
-        s = jax.ops.segment_sum(halves, jnp.concatenate([gseg, seg]), num_segments=3 * R,
+        s = jax.ops.segment_sum(_half_limbs(terms), jnp.concatenate([gseg, seg]), num_segments=3 * R,
                                 indices_are_sorted=True)
         s = jnp.transpose(s.reshape(3, R, B, 16), (3, 0, 2, 1))            # (16, 3, B, R)
         x, t = _normalize(jnp.stack([s[:, 0] + s[:, 1], s[:, 2]], axis=1))   # (8, 2, B, R)
@@ -829,8 +833,7 @@ def _piece_sums_lazy(start, values):
     n_long = start.shape[0]
     P, B = values.shape[2], values.shape[1]
     owner = jnp.searchsorted(start, jnp.arange(P, dtype=start.dtype), side="right") - 1
-    t = jnp.transpose(values, (2, 1, 0))                                   # (P, B, 8)
-    halves = jnp.stack([t & 0xFFFF, t >> 16], axis=-1).reshape(P, B * 16)
+    halves = _half_limbs(jnp.transpose(values, (2, 1, 0)))               # (P, B·16)
     s = jax.ops.segment_sum(halves, owner, num_segments=n_long, indices_are_sorted=True)
     x, top = _normalize(jnp.transpose(s.reshape(n_long, B, 16), (2, 1, 0)))   # (8, B, n_long)
     zero = jnp.zeros_like(x)

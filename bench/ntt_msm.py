@@ -206,7 +206,12 @@ def config_variants(spec: str) -> list:
     return out
 
 
-def bench_msm(curve, log_ns, out, reps, bits=(), config=None, windows=()):
+def bench_msm(curve, log_ns, out, reps, bits=(), config=None, windows=(), chunk_gib=None):
+    """The plain MSM of each 2^k (``windows``: also at each width), then the
+    bits75 cases.  ``chunk_gib``: the plain cases run through ``msm`` within
+    that many GiB (``MSMConfig.budget_bytes``: chunks of the bases adding into
+    one bucket array, reduced once) as the proof's msm_h does; at 2^27 the
+    only way, since 16 windows of 2^27 entries overflow int32 keys."""
     key = jax.random.PRNGKey(1)
     top = max(list(log_ns) + list(bits))
     n_top = 1 << top
@@ -230,15 +235,30 @@ def bench_msm(curve, log_ns, out, reps, bits=(), config=None, windows=()):
         n = 1 << ln
         b, ss = bases[..., :n], sc[:, None, :n]
         c = M.check_window(window or M.choose_window(n))
-        f, comp, mem = aot(M._msm_jit, curve, b, ss, c, cfg)
-        res = f(b, ss)
+        extra = {}
+        if chunk_gib is None:
+            f, comp, mem = aot(M._msm_jit, curve, b, ss, c, cfg)
+            res = f(b, ss)
+            extra["xla_peak_bytes"] = mem
+        else:
+            ccfg = dataclasses.replace(cfg, budget_bytes=int(chunk_gib * 2**30), window=c,
+                                       split_threshold=None)
+            f = lambda b, ss: M.msm(curve, b, ss, ccfg)
+            t0 = time.perf_counter()
+            res = jax.block_until_ready(f(b, ss))
+            comp = time.perf_counter() - t0         # first call: compiles + one run
+            chunk = M._chunk_size(n, lambda m: M.working_set_bytes(curve, m, 1, c, ccfg),
+                                  ccfg.budget_bytes, "msm")
+            case += "_chunked"
+            extra.update(budget_bytes=ccfg.budget_bytes, chunk=chunk,
+                         process_peak_bytes=peak_memory_bytes())
         ok = matches(curve, res[..., 0], dot_int(sc[:, :n], k[:, :n]))
         t = time_fn(f, (b, ss), reps=reps)
+        if chunk_gib is not None:
+            comp = max(comp - t["median_s"], 0.0)
         emit(base_record(case, ln, window=c, lanes=cfg.lanes, fused=cfg.fused,
                          fused_split=cfg.fused_split, xyzz=cfg.xyzz, prefetch=cfg.prefetch,
-                         compile_s=comp,
-                         xla_peak_bytes=mem,
-                         checked=ok, **t), out)
+                         compile_s=comp, checked=ok, **extra, **t), out)
         return t["median_s"]
 
     def auto(case, ln, sc):
@@ -385,6 +405,10 @@ def main():
     ap.add_argument("--windows", type=ints, default=[],
                     help="window bits of the plain --g1/--g2 cases, each its own record "
                          "(default: choose_window's; hypothesis 36: above 16)")
+    ap.add_argument("--chunk-gib", type=float, default=None,
+                    help="the plain --g1/--g2 cases through msm() within this many GiB "
+                         "(chunks of the bases, one bucket array: the proof's msm_h; needed "
+                         "at 2^27)")
     ap.add_argument("--bits", type=ints, default=[], help="G1 sizes for the 75%%-bits case")
     ap.add_argument("--profile", type=ints, default=[], help="G1 sizes for the stage profile")
     ap.add_argument("--budget", type=int, default=None)
@@ -440,7 +464,8 @@ def main():
     if a.to_coset:
         bench_to_coset(a.to_coset, a.out, a.reps)
     if a.g1 or a.bits:
-        bench_msm(g1, a.g1, a.out, a.reps, a.bits, windows=a.windows)
+        bench_msm(g1, a.g1, a.out, a.reps, a.bits, windows=a.windows,
+                  chunk_gib=a.chunk_gib)
         for cfg in g1_variants if a.g1 else ():
             bench_msm(g1, a.g1, a.out, a.reps, config=cfg)
         for k in g1_rows if a.g1 else ():
@@ -450,7 +475,7 @@ def main():
     if a.profile:
         bench_profile(a.profile, a.out, a.reps)
     if a.g2:
-        bench_msm(G2, a.g2, a.out, a.reps, windows=a.windows)
+        bench_msm(G2, a.g2, a.out, a.reps, windows=a.windows, chunk_gib=a.chunk_gib)
         if a.g2_both:
             cfg = M.default_config()
             bench_msm(G2, a.g2, a.out, a.reps,

@@ -48,3 +48,17 @@ def test_g1_config_variants():
                         "48:1"], cwd=ROOT, capture_output=True, text=True, timeout=300,
                        env=dict(os.environ, JAX_PLATFORMS="cpu"))
     assert r.returncode == 2 and "LANES a power of two" in r.stderr
+
+
+@pytest.mark.slow
+def test_chunked_case(tmp_path):
+    """--chunk-gib: the plain case runs through msm() in chunks (the record
+    says how large) and its result is checked against the dot product."""
+    import json
+    from bench import ntt_msm as B
+    from ops.curve import G1
+    out = tmp_path / "r.jsonl"
+    B.bench_msm(G1, [9], str(out), 5, windows=[7], chunk_gib=0.0015)
+    (r,) = [json.loads(x) for x in out.read_text().splitlines()]
+    assert r["case"] == "msm_G1_c7_chunked" and r["window"] == 7
+    assert r["checked"] is True and r["chunk"] < r["n"] == 512

@@ -302,7 +302,8 @@ def _merged_msm_bytes(curve, bases: int, general: int, cfg) -> int:
     positions, the point-major copy of the other bases and their entries."""
     general = max(general, 1)
     F = 4 * math.prod(curve.fp)
-    return (M.working_set_bytes(curve, general, 1, M.choose_window(general), cfg)
+    return (M.working_set_bytes(curve, general, 1,
+                                M.many_window([general], 1, cfg), cfg)
             + (bases - general) * (4 * F + 32))
 
 

@@ -247,8 +247,7 @@ def bench_msm(curve, log_ns, out, reps, bits=(), config=None, windows=(), chunk_
             t0 = time.perf_counter()
             res = jax.block_until_ready(f(b, ss))
             comp = time.perf_counter() - t0         # first call: compiles + one run
-            chunk = M._chunk_size(n, lambda m: M.working_set_bytes(curve, m, 1, c, ccfg),
-                                  ccfg.budget_bytes, "msm")
+            _, chunk = M.plan(curve, n, 1, ccfg)
             case += "_chunked"
             extra.update(budget_bytes=ccfg.budget_bytes, chunk=chunk,
                          process_peak_bytes=peak_memory_bytes())

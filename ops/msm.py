@@ -76,7 +76,7 @@ from ops.ptx import check_max_registers
 from ops.field import Fr
 
 SCALAR_BITS = 256            # windows cover 256 bits, so a signed top digit never carries out
-# the widest window ``MSMConfig.window`` may ask for (``choose_window`` stays at 16 or less):
+# the widest window ``MSMConfig.window`` may ask for (``choose_window`` stays at WIDEST_CHOICE):
 # a window's c bits straddle at most two 32-bit limbs, and the keys (g·W + w)·2^(c−1) + |d| − 1
 # and their sentinel G·W·2^(c−1) must stay int32 (``check_window``)
 MAX_WINDOW = 24
@@ -87,7 +87,8 @@ _NEG, _RESTART = 1, 2        # step flags
 class MSMConfig:
     """Static MSM settings.
 
-    window: bits per window c (None: chosen from N by ``choose_window``);
+    window: bits per window c (None: chosen by ``choose_window`` from N and,
+    with a budget, the chunks it leaves: ``plan``);
     lanes: L, lanes of the bucket-accumulation kernel (the main cost: one
     mixed addition per lane per step; fewer for small MSMs, ``level0_lanes``);
     small_lanes: S, lanes of the partial
@@ -130,7 +131,10 @@ class MSMConfig:
     warps) per program of that walk's kernel, over the curve's own
     ``KernelConfig`` (None: the curve's; bench/NOTES.md hypothesis 64: in
     ``GPU_CONFIG`` 200 registers in one-warp blocks, 10 warps per SM
-    without a spill once the walk does not prefetch)."""
+    without a spill once the walk does not prefetch); bucket_weight: the
+    cost of one bucket in one pass over the bucket array, in entries
+    (``choose_window``; measured on an H100 in session 35 for
+    ``GPU_CONFIG``)."""
     window: int | None = None
     lanes: int = 1 << 19
     small_lanes: int = 1 << 14
@@ -144,6 +148,7 @@ class MSMConfig:
     prefetch: bool = False
     walk_registers: int | None = None
     walk_block: tuple[int, int] | None = None
+    bucket_weight: float = 7.67
 
     def __post_init__(self):
         check_max_registers(self.walk_registers)
@@ -164,7 +169,10 @@ class MSMConfig:
 # MSM G1 at 2^24 276.0 -> 256.8 ms); the walk held to 200 registers in one-warp blocks, without
 # prefetching (64; session 33 on an H100, with 65's squares and sums: 163.0 -> 157.5 ms)
 GPU_CONFIG = MSMConfig(fused_split=True, xyzz=True, walk_registers=200, walk_block=(32, 1))
-CPU_CONFIG = MSMConfig(lanes=1 << 8, small_lanes=1 << 5, min_steps=8, horner=True)
+# bucket_weight 1.5 on the CPU (not measured there): the widths the cost model of sessions 4-34
+# chose up to 2^14 points, where the CPU's MSMs are
+CPU_CONFIG = MSMConfig(lanes=1 << 8, small_lanes=1 << 5, min_steps=8, horner=True,
+                       bucket_weight=1.5)
 
 
 def default_config(*like) -> MSMConfig:
@@ -193,16 +201,43 @@ def check_window(c: int, G: int = 1) -> int:
     return c
 
 
-def choose_window(n: int) -> int:
-    """c minimising the additions n·W (accumulation) + 2·W·2^(c−1) (running
-    sums) + a latency term for the sequential running-sum steps, c ≤ 16."""
-    best = None
-    for c in range(2, 17):
-        w = num_windows(c)
-        cost = n * w + 2 * w * (1 << (c - 1)) + 4096 * 2 * (1 << (c - 1)) // 256
-        if best is None or cost < best[0]:
-            best = (cost, c)
-    return best[1]
+# the widest window choose_window picks: the widest measured (session 35: 22 bits lost 22% to
+# 20 at 2^27, as the model predicts); wider ones only by MSMConfig.window
+WIDEST_CHOICE = 22
+
+
+def window_cost(n: int, c: int, chunks: int = 1, bucket_weight: float = 7.67) -> float:
+    """Cost, in entries, of an MSM of n points per scalar vector with c-bit
+    windows run as ``chunks`` chunks: n·W entries (sorted and added) plus
+    W·2^(c−1) buckets per pass over the bucket array — one per chunk (made,
+    converted and added into the running array) and the final reduction —
+    each ``bucket_weight`` entries.
+
+    Measured (bench/NOTES.md session 35; ``bench.ntt_msm --g1 K --windows C
+    --chunk-gib G``, H100, 20 widths and sizes from 2^20 unchunked to 2^27 in
+    four chunks): T = 0.530 ns·n·W + 4.06 ns·W·2^(c−1)·(chunks + 1) + 13 ms
+    fits every one within 3.4% (most within 1.3%), a bucket weighing 7.67
+    entries."""
+    W = num_windows(c)
+    return n * W + bucket_weight * W * (1 << (c - 1)) * (chunks + 1)
+
+
+def choose_window(n: int, chunks: int = 1, bucket_weight: float = 7.67) -> int:
+    """The c in [2, ``WIDEST_CHOICE``] of least ``window_cost``: on an H100
+    13 bits at 2^20, 16 at 2^22 and 2^24, 20 at 2^27 in chunks of 2^25
+    (−7% against 16: fewer windows, 13 instead of 16, and a bucket array
+    paid once per chunk)."""
+    return min(range(2, WIDEST_CHOICE + 1),
+               key=lambda c: (window_cost(n, c, chunks, bucket_weight), c))
+
+
+def many_window(dense_sizes: Sequence[int], n_out: int, cfg: MSMConfig) -> int:
+    """``msm_many``'s width: its general entries (every part's dense
+    positions) spread over its ``n_out`` bucket sets."""
+    if cfg.window:
+        return cfg.window
+    return choose_window(max(1, -(-sum(dense_sizes) // max(n_out, 1))),
+                         bucket_weight=cfg.bucket_weight)
 
 
 # ------------------------------------------------------------------ digits and keys
@@ -562,7 +597,8 @@ def _traced(cfg: MSMConfig) -> MSMConfig:
     """The settings a jitted program depends on (the budget and the split
     threshold are decided outside), so configs differing only there share
     compiled programs."""
-    return dataclasses.replace(cfg, budget_bytes=None, split_threshold=None)
+    return dataclasses.replace(cfg, budget_bytes=None, split_threshold=None,
+                               bucket_weight=MSMConfig.bucket_weight)
 
 
 @functools.partial(aot.program, static_argnums=(0, 3, 4))
@@ -628,6 +664,49 @@ def _chunk_size(n: int, working_set, budget: int, what: str) -> int:
         raise ValueError(f"{what}: budget of {budget} bytes is below the fixed working set "
                          f"({working_set(1)} bytes); lower lanes/window")
     return chunk
+
+
+def plan(curve: Curve, n: int, G: int, cfg: MSMConfig, extra=lambda k: 0) -> tuple[int, int]:
+    """(window c, chunk) of an MSM of n points and G scalar vectors: the
+    chunk is the largest power of two (at most N rounded up; N itself,
+    unchunked, when it fits) whose working set (``working_set_bytes`` plus,
+    when chunked, ``extra(chunk)``: host copies in flight) fits
+    ``cfg.budget_bytes`` and whose G·W·chunk sort entries stay int32; c is
+    ``cfg.window`` or the width of least ``window_cost`` with the chunks it
+    leaves (a wider window needs fewer entries but more bucket passes).  A
+    clear error if not even one point fits."""
+    budget = cfg.budget_bytes
+
+    def chunk_for(c):
+        W = num_windows(c)
+
+        def fits(k, chunked):
+            return G * W * k < 1 << 31 and (budget is None or working_set_bytes(
+                curve, k, G, c, cfg) + (extra(k) if chunked else 0) <= budget)
+
+        if fits(n, False):
+            return n
+        k = _pow2(max(n, 1))
+        while k > 1 and not fits(k, True):
+            k //= 2
+        return k if fits(k, True) else None
+
+    widths = [cfg.window] if cfg.window else [
+        c for c in range(2, WIDEST_CHOICE + 1) if G * num_windows(c) << (c - 1) < 1 << 31]
+    best = None
+    for c in widths:
+        check_window(c, G)
+        k = chunk_for(c)
+        if k is None:
+            continue
+        cost = window_cost(n, c, -(-n // k), cfg.bucket_weight)
+        if best is None or cost < best[0]:
+            best = (cost, c, k)
+    if best is None:
+        raise ValueError(f"msm: budget of {budget} bytes is below the fixed working set "
+                         f"({working_set_bytes(curve, 1, G, widths[0], cfg)} bytes); lower "
+                         f"lanes/window")
+    return best[1], best[2]
 
 
 def _to_device(x, pool=None):
@@ -718,7 +797,8 @@ def msm(curve: Curve, bases, scalars, config: MSMConfig | None = None, on_chunk=
     n = bases.shape[-1]
     batch = scalars.shape[1:-1]
     G = math.prod(batch)
-    c = check_window(cfg.window or choose_window(n), G)
+    if cfg.window:
+        check_window(cfg.window, G)
     # host scalars stay on the host for the chunked path (each chunk's slice is put with
     # its bases): staged whole, they are a second device vector beside the budget (4 GiB
     # for H at 2^27: the 32GiB 16 GB mode's msm_h, bench/NOTES.md session 27)
@@ -737,15 +817,13 @@ def msm(curve: Curve, bases, scalars, config: MSMConfig | None = None, on_chunk=
         bases = np.pad(bases, pad) if isinstance(bases, np.ndarray) else jnp.pad(bases, pad)
         s = jnp.pad(_to_device(s), ((0, 0), (0, 0), (0, n2 - n)))
         n = n2
-        c = check_window(cfg.window or choose_window(n), G)
-    if cfg.budget_bytes is None or working_set_bytes(curve, n, G, c, cfg) <= cfg.budget_bytes:
-        out = _msm_jit(curve, _to_device(bases), _to_device(s), c, _traced(cfg))
-        return out.reshape(curve.proj + batch)
     host = isinstance(bases, np.ndarray)
     # host inputs: the next chunk's copy is in flight beside this chunk's (_in_chunks)
-    chunk = _chunk_size(n, lambda k: working_set_bytes(curve, k, G, c, cfg)
-                        + (2 * _bases_bytes(curve, k) if host else 0)
-                        + (2 * G * k * 32 if host_s else 0), cfg.budget_bytes, "msm")
+    c, chunk = plan(curve, n, G, cfg, lambda k: (2 * _bases_bytes(curve, k) if host else 0)
+                    + (2 * G * k * 32 if host_s else 0))
+    if chunk >= n:
+        out = _msm_jit(curve, _to_device(bases), _to_device(s), c, _traced(cfg))
+        return out.reshape(curve.proj + batch)
 
     def step(lo, hi, buckets):
         b, sc = _pad_last(bases[..., lo:hi], chunk), _pad_last(s[..., lo:hi], chunk)
@@ -1129,7 +1207,7 @@ def msm_many(curve: Curve, parts: Sequence[Part], config: MSMConfig | None = Non
         raise ValueError("msm_many: more than 2^31 bases in one call")
     if not any(d.shape[0] + b.shape[0] for d, b in zip(dense, bits)):   # no term at all
         return curve.identity((max(outs) + 1,) + batch)
-    c = check_window(cfg.window or choose_window(max(1, max(d.shape[0] for d in dense))),
+    c = check_window(many_window([d.shape[0] for d in dense], max(outs) + 1, cfg),
                      (max(outs) + 1) * Gb)
     out = _many_jit(curve, tuple(outs), c, _traced(cfg), tuple(bases), tuple(scalars), tuple(dense),
                     tuple(bits))

@@ -8,6 +8,8 @@ their reduction), negative digits, skipped zero digits.
 """
 from __future__ import annotations
 
+import dataclasses
+
 import random
 
 import jax
@@ -450,8 +452,36 @@ def test_windows_above_16_bits(g1_bases):
 
 
 def test_choose_window_grows_with_n():
-    cs = [M.choose_window(1 << k) for k in range(4, 27)]
-    assert cs == sorted(cs) and 2 <= cs[0] and cs[-1] == 16
+    """The width of least cost grows with N and shrinks with the chunks
+    (each chunk pays a pass over the bucket array); the session-35 H100
+    fit's choices: 13 bits at 2^20, 16 at 2^24, 20 at 2^27 in 4 chunks."""
+    cs = [M.choose_window(1 << k) for k in range(4, 28)]
+    assert cs == sorted(cs) and 2 <= cs[0] and cs[-1] <= M.WIDEST_CHOICE
+    assert (M.choose_window(1 << 20), M.choose_window(1 << 24)) == (13, 16)
+    assert M.choose_window(1 << 27, chunks=4) == 20
+    assert M.choose_window(1 << 27, chunks=32) < 20
+    # the cost is n·W plus a bucket weight per pass over W·2^(c−1) buckets
+    assert M.window_cost(1 << 10, 8, 3, 2.0) == (1 << 10) * 32 + 2.0 * 32 * 128 * 4
+
+
+def test_plan_chooses_the_width_with_its_chunks():
+    """``plan``: the chunk is the largest power of two whose working set fits
+    the budget and whose sort entries stay int32; the width is chosen with
+    the chunks it leaves (a narrow budget means many chunks, so fewer
+    buckets); an explicit window is kept; a budget below one point's
+    working set is refused."""
+    cfg = M.GPU_CONFIG
+    gib = lambda g: dataclasses.replace(cfg, budget_bytes=g << 30)
+    assert M.plan(G1, 1 << 27, 1, gib(44)) == (20, 1 << 25)     # the H100 measurement's
+    c, k = M.plan(G1, 1 << 27, 1, gib(5))                        # the 16 GB mode's msm_h
+    assert c == 16 and k < 1 << 25 and M.working_set_bytes(G1, k, 1, c, cfg) <= 5 << 30
+    # no budget: the whole vector unless its entries overflow int32 (16·2^27 = 2^31 at c=16)
+    assert M.plan(G1, 1 << 24, 1, cfg) == (16, 1 << 24)
+    c, k = M.plan(G1, 1 << 27, 1, dataclasses.replace(cfg, window=16))
+    assert (c, k) == (16, 1 << 26)
+    assert M.plan(G1, 1 << 10, 1, dataclasses.replace(gib(1), window=9)) == (9, 1 << 10)
+    with pytest.raises(ValueError, match="below the fixed working set"):
+        M.plan(G1, 1 << 10, 1, dataclasses.replace(cfg, budget_bytes=1000))
 
 
 def test_default_config_follows_where_the_msm_runs(monkeypatch):

@@ -355,23 +355,41 @@ def level(curve: Curve, keys, n_valid, src_pm, payload, lanes: int, min_steps: i
     is not split): each step loads the next step's entry before its own
     addition (``_kernel``; the same result).
     Returns (buckets_pm, part_keys ``(2·lanes,)``, part_vals ``(2·lanes, 3F)``)."""
+    nb, L = buckets_pm.shape[0], lanes
+    if xyzz:                                # XYZZ identities (ZZ = 0)
+        target = jnp.zeros((nb + 3 * L, 4 * math.prod(curve.fp)), jnp.uint32)
+    else:
+        target = jnp.concatenate([buckets_pm, identity_pm(curve, 3 * L)], axis=0)
+    target, pk = level_into(curve, keys, n_valid, src_pm, payload, lanes, min_steps, target, nb,
+                            xyzz, prefetch)
+    if xyzz:
+        target = _xyzz_to_proj_pm(curve, target[:nb + 2 * L])
+    return target[:nb], pk, target[nb:nb + 2 * L]
+
+
+def level_into(curve: Curve, keys, n_valid, src_pm, payload, lanes: int, min_steps: int,
+               target, nb: int, xyzz: bool = False, prefetch: bool = False):
+    """``level`` into a target that already has its lane rows: target
+    ``(nb + 3·lanes, 3F)`` (``(…, 4F)`` XYZZ) — the nb buckets, the 2·lanes
+    partial sums' slots, the lanes' masked-off rows — updated in place (the
+    kernel aliases it), so a caller that runs many levels (``reduce_parts``)
+    copies the bucket array once, not once per level.  Returns (target,
+    part_keys ``(2·lanes,)``); the partial sums are rows nb … nb + 2·lanes."""
     affine = payload is not None
     if xyzz and (not affine or curve.split):
         raise ValueError(f"segsum.level: XYZZ accumulation is for affine bases of a curve whose "
                          f"formulas are not split (got affine={affine}, {curve.name})")
     n = keys.shape[0]
-    nb = buckets_pm.shape[0]
     L = lanes
+    if target.shape[0] != nb + 3 * L:
+        raise ValueError(f"segsum.level_into: target of {target.shape[0]} rows, expected "
+                         f"nb + 3·lanes = {nb + 3 * L}")
     bn = min(curve.config.bn, L)
     if L % bn:
         raise ValueError(f"segsum.level: {L} lanes is not a multiple of the block size {bn}")
     lb = lanes_of(keys, n_valid, nb, L, min_steps)
     K, first, last = lb.steps, lb.first, lb.last
     lf = lb.head_cont.astype(jnp.int32) | (lb.cont_next.astype(jnp.int32) << 1)
-    if xyzz:                                # XYZZ identities (ZZ = 0)
-        target = jnp.zeros((nb + 3 * L, 4 * math.prod(curve.fp)), jnp.uint32)
-    else:
-        target = jnp.concatenate([buckets_pm, identity_pm(curve, 3 * L)], axis=0)
     params = jnp.stack([K, jnp.int32(n), jnp.int32(nb), jnp.int32(nb + 2 * L), jnp.int32(0)])
     pay = payload if affine else jnp.zeros((1,), jnp.uint32)
 
@@ -380,7 +398,7 @@ def level(curve: Curve, keys, n_valid, src_pm, payload, lanes: int, min_steps: i
     if curve.split:
         target = _split_steps(curve, affine, bn, L, params, keys, pay, src_pm, first, last, lf,
                               target)
-        return target[:nb], part_keys(lb, nb), target[nb:nb + 2 * L]
+        return target, part_keys(lb, nb)
     with x64():
         target = pl.pallas_call(
             _kernel(curve, affine, bn, xyzz, prefetch),
@@ -395,9 +413,7 @@ def level(curve: Curve, keys, n_valid, src_pm, payload, lanes: int, min_steps: i
             name=f"{curve.name}_segsum_{'X' if xyzz else 'A' if affine else 'P'}"
                  f"{'_prefetch' if prefetch else ''}",
         )(params, keys, pay, src_pm, first, last, lf, target)
-    if xyzz:
-        target = _xyzz_to_proj_pm(curve, target[:nb + 2 * L])
-    return target[:nb], part_keys(lb, nb), target[nb:nb + 2 * L]
+    return target, part_keys(lb, nb)
 
 
 def _xyzz_to_proj_pm(curve: Curve, rows_pm):
@@ -410,19 +426,22 @@ def _xyzz_to_proj_pm(curve: Curve, rows_pm):
 def reduce_parts(curve: Curve, keys, vals_pm, buckets_pm, lanes: int, min_steps: int):
     """Sum every run of equal keys of a sorted (keys, projective point-major
     values) list into ``buckets_pm`` (keys ≥ nb skipped): projective levels
-    with ``lanes`` lanes until no partial sum is left."""
-    nb = buckets_pm.shape[0]
+    with ``lanes`` lanes until no partial sum is left.  The bucket array is
+    copied once, into a target with the lanes' rows (``level_into``), not
+    once per level: at 2^27 in 20-bit windows each copy is ~1 GB, and ~15
+    levels per chunk cost 37 ms per MSM (bench/NOTES.md session 35)."""
+    nb, L = buckets_pm.shape[0], lanes
 
-    def one(k, v, b):
+    lane_rows = identity_pm(curve, 3 * L)
+
+    def one(k, v, t):
         n_valid = jnp.sum(k < nb).astype(jnp.int32)
-        return level(curve, k, n_valid, v, None, lanes, min_steps, b)
+        # slots a level does not write must hold the identity (``part_keys``): reset in place
+        t = lax.dynamic_update_slice(t, lane_rows, (nb, 0))
+        t, k = level_into(curve, k, n_valid, v, None, L, min_steps, t, nb)
+        return k, t[nb:nb + 2 * L], t       # the new partial sums: a small copy
 
-    buckets_pm, keys, vals_pm = one(keys, vals_pm, buckets_pm)
-
-    def body(c):
-        k, v, b = c
-        b, k, v = one(k, v, b)
-        return k, v, b
-
-    _, _, buckets_pm = lax.while_loop(lambda c: jnp.any(c[0] < nb), body, (keys, vals_pm, buckets_pm))
-    return buckets_pm
+    target = jnp.concatenate([buckets_pm, lane_rows], axis=0)
+    state = one(keys, vals_pm, target)
+    _, _, target = lax.while_loop(lambda c: jnp.any(c[0] < nb), lambda c: one(*c), state)
+    return target[:nb]

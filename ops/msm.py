@@ -529,13 +529,15 @@ def reduce_buckets(curve: Curve, buckets, G: int, c: int, cfg: MSMConfig):
     g = B // ng
     lanes = G * W * ng
     pre = curve.proj
-    x = buckets.reshape(pre + (lanes, g))
+    # step-major (g, 3, *fp, lanes): each step's slice is one contiguous block (sliced from
+    # (…, lanes, g) it was a strided gather, 21 ms of 512 steps at 2^27 in 20-bit windows)
+    x = jnp.moveaxis(buckets.reshape(pre + (lanes, g)), -1, 0)
     add = _step_fn(curve, affine=False)
     zero = jnp.zeros((1, lanes), jnp.uint32)
 
     def running(t, RS):
         R, Sm = RS
-        R = add(R, x[..., g - 1 - t], zero)
+        R = add(R, lax.dynamic_index_in_dim(x, g - 1 - t, keepdims=False), zero)
         return R, add(Sm, R, zero)
 
     R, Sm = lax.fori_loop(0, g, running, (curve.identity((lanes,)), curve.identity((lanes,))))

@@ -67,6 +67,13 @@ def kernels(config: KernelConfig | None = KernelConfig()):
                                 xyzz=xyzz, prefetch=prefetch)
         return f, (i32(n), i32(), u32(n, rows), u32(n), u32(1 << 16, math.prod(curve.proj)))
 
+    def running(curve):              # the bucket reduction's running sums: 13·1024 lanes of 512
+        lanes, g = 13 << 10, 512
+
+        def f(b):
+            return segsum.running_sums(curve, b, lanes, g)
+        return f, (u32(lanes * g, math.prod(curve.proj)),)
+
     def ntt_pass(loaded):            # the passes of a 2^20 transform (the first one h = 1)
         def f(x, tw):
             return ntt._inplace(x, tw, 20, False, cfg, False, loaded)
@@ -97,6 +104,7 @@ def kernels(config: KernelConfig | None = KernelConfig()):
         "G1.segsum_X": segsum_level(G1, True, xyzz=True),    # XYZZ walk, then to projective
         "G1.segsum_A_prefetch": segsum_level(G1, True, prefetch=True),   # pipelined walk
         "G1.segsum_X_prefetch": segsum_level(G1, True, xyzz=True, prefetch=True),
+        "G1.running_sums": running(G1),
         "Fr.ntt_passes": ntt_pass(False),
         "Fr.ntt_passes_loaded": ntt_pass(True),
         "Fr.spmv_fused_5_1": spmv_fused(5, 1),

@@ -529,18 +529,25 @@ def reduce_buckets(curve: Curve, buckets, G: int, c: int, cfg: MSMConfig):
     g = B // ng
     lanes = G * W * ng
     pre = curve.proj
-    # step-major (g, 3, *fp, lanes): each step's slice is one contiguous block (sliced from
-    # (…, lanes, g) it was a strided gather, 21 ms of 512 steps at 2^27 in 20-bit windows)
-    x = jnp.moveaxis(buckets.reshape(pre + (lanes, g)), -1, 0)
-    add = _step_fn(curve, affine=False)
-    zero = jnp.zeros((1, lanes), jnp.uint32)
 
-    def running(t, RS):
-        R, Sm = RS
-        R = add(R, lax.dynamic_index_in_dim(x, g - 1 - t, keepdims=False), zero)
-        return R, add(Sm, R, zero)
+    def loop():
+        # step-major (g, 3, *fp, lanes): each step's slice is one contiguous block (sliced
+        # from (…, lanes, g) it was a strided gather, 21 ms of 512 steps at 2^27, c = 20)
+        x = jnp.moveaxis(buckets.reshape(pre + (lanes, g)), -1, 0)
+        add = _step_fn(curve, affine=False)
+        zero = jnp.zeros((1, lanes), jnp.uint32)
 
-    R, Sm = lax.fori_loop(0, g, running, (curve.identity((lanes,)), curve.identity((lanes,))))
+        def running(t, RS):
+            R, Sm = RS
+            R = add(R, lax.dynamic_index_in_dim(x, g - 1 - t, keepdims=False), zero)
+            return R, add(Sm, R, zero)
+
+        return lax.fori_loop(0, g, running, (curve.identity((lanes,)), curve.identity((lanes,))))
+
+    def fused():             # one kernel, R and S in registers (``segsum.running_sums``)
+        return segsum.running_sums(curve, buckets.reshape(-1, lanes * g).T, lanes, g)
+
+    R, Sm = (loop() if curve.split or cfg.horner else _fused_or_loop(curve, cfg, fused, loop))
     if cfg.horner:
         def by_group(v):      # lanes (g, w, grp) -> (ng, 3, *fp, G·W)
             return jnp.moveaxis(v.reshape(pre + (G * W, ng)), -1, 0)

@@ -293,6 +293,69 @@ def _split_steps(curve: Curve, affine: bool, bn: int, L: int, params, keys, pay,
     return target
 
 
+def _running_kernel(curve: Curve, bn: int):
+    """Kernel of ``running_sums``: lane l walks its g buckets from the top,
+    R += X_t, S += R, both accumulators in registers (the walk's pattern);
+    refs: params int32 (g,), the buckets point-major ``(lanes·g, 3F)``, then
+    the R and S blocks ``(3F, bn)``."""
+    pre = curve.proj
+    rows_n = math.prod(pre)
+
+    def kernel(prm_ref, src_ref, r_ref, s_ref):
+        g = prm_ref[0]
+        C = curve.lift(kernel_arith(curve._field.base_arith, curve.config))
+        lane = pl.program_id(0) * bn + lax.iota(jnp.int32, bn)
+        top = lane * g + g - 1
+
+        def rows(v):
+            return tuple(jnp.broadcast_to(x.astype(jnp.uint32), (bn,)) for x in _flat(v, pre))
+
+        def body(t, carry):
+            R, S = carry
+            X = _nest([plgpu.load(src_ref.at[top - t, r]) for r in range(rows_n)], pre)
+            R = rows(C.add(_nest(list(R), pre), X))
+            return R, rows(C.add(_nest(list(S), pre), _nest(list(R), pre)))
+
+        ident = rows(C.identity(jnp.zeros((bn,), jnp.uint32)))
+        R, S = lax.fori_loop(0, g, body, (ident, ident))
+        for r in range(rows_n):
+            r_ref[r] = R[r]
+            s_ref[r] = S[r]
+
+    return kernel
+
+
+def running_sums(curve: Curve, buckets_pm, lanes: int, g: int):
+    """The running sums of the bucket reduction as ONE kernel: buckets
+    point-major ``(lanes·g, 3F)``, lane l's group its rows l·g … l·g + g − 1
+    (X_0 … X_{g−1}) -> (R, S) projective ``(3, *fp, lanes)`` with R_l = Σ_t
+    X_t and S_l = Σ_t (t + 1)·X_t (from the top: R += X_t, S += R).  The
+    XLA loop it replaces (``ops.msm.reduce_buckets``) ran g steps of three
+    XLA ops and two kernels each: ~77 ms for g = 512 at 2^27 in 20-bit
+    windows (bench/NOTES.md session 35).  Curves with split formulas (G2)
+    keep the loop."""
+    if curve.split:
+        raise ValueError(f"segsum.running_sums: {curve.name}'s formulas are split")
+    rows_n = math.prod(curve.proj)
+    if buckets_pm.shape != (lanes * g, rows_n):
+        raise ValueError(f"segsum.running_sums: buckets {buckets_pm.shape}, expected "
+                         f"({lanes * g}, {rows_n})")
+    bn = min(curve.config.bn, lanes & -lanes)        # a power of two dividing the lanes
+    blk = pl.BlockSpec((rows_n, bn), lambda i: (0, i))
+    out = jax.ShapeDtypeStruct((rows_n, lanes), jnp.uint32)
+    with x64():
+        R, S = pl.pallas_call(
+            _running_kernel(curve, bn), out_shape=[out, out], grid=(lanes // bn,),
+            in_specs=[pl.no_block_spec, pl.no_block_spec], out_specs=[blk, blk],
+            compiler_params=plgpu.CompilerParams(num_warps=max(1, min(curve.config.num_warps,
+                                                                      bn // 32)),
+                                                 num_stages=1),
+            interpret=curve.config.interpret, debug=curve.config.debug,
+            name=f"{curve.name}_running_sums",
+        )(jnp.asarray([g], jnp.int32), buckets_pm)
+    return R.reshape(curve.proj + (lanes,)), S.reshape(curve.proj + (lanes,))
+
+
 class Lanes(NamedTuple):
     """The lane split of one level (shared by ``level`` and ``ops.msm``'s
     loop): K = ``steps`` entries per lane; per lane ``(L,)`` its first and

@@ -198,3 +198,45 @@ def test_xyzz_level_lowers_for_cuda_with_a_real_branch():
     with pytest.raises(ValueError, match="XYZZ accumulation is for affine bases"):
         segsum.level(G1D, jnp.zeros(4, jnp.int32), 0, jnp.zeros((4, 36), jnp.uint32), None, 4, 3,
                      segsum.identity_pm(G1, 2), xyzz=True)
+
+
+def test_running_sums_kernel_equals_the_definition(points):
+    """``segsum.running_sums`` (the bucket reduction's running sums as one
+    kernel, interpret mode): per lane R = Σ_t X_t and S = Σ_t (t + 1)·X_t
+    over its g buckets, against the sums done point by point on the CPU
+    (identities among the buckets, as empty buckets are); lanes not a
+    multiple of the block size take a smaller block; a split curve and a
+    misshapen array are refused."""
+    rng = np.random.default_rng(3)
+    lanes, g = 6, 5
+    idx = rng.integers(0, N_PTS + 3, lanes * g)                 # ≥ N_PTS: the identity
+    pts = G1.from_affine(points[..., np.minimum(idx, N_PTS - 1)])
+    pts = jnp.where(jnp.asarray(idx < N_PTS), pts, G1.identity((lanes * g,)))
+    R, S = segsum.running_sums(G1I, pts.reshape(-1, lanes * g).T, lanes, g)
+    want_r, want_s = [], []
+    for l in range(lanes):
+        r = s = G1.identity((1,))
+        for t in range(g):
+            x = pts[..., l * g + t: l * g + t + 1]
+            r = G1.add(r, x)
+            for _ in range(t + 1):
+                s = G1.add(s, x)
+        want_r.append(r)
+        want_s.append(s)
+    assert _aff(R) == _aff(jnp.concatenate(want_r, -1))
+    assert _aff(S) == _aff(jnp.concatenate(want_s, -1))
+    with pytest.raises(ValueError, match="expected"):
+        segsum.running_sums(G1I, pts.reshape(-1, lanes * g).T, lanes, g + 1)
+    from ops.curve import G2
+    with pytest.raises(ValueError, match="split"):
+        segsum.running_sums(G2, jnp.zeros((4, 36), jnp.uint32), 2, 2)
+
+
+def test_running_sums_lower_for_cuda():
+    """The running-sums kernel lowers to ONE Triton kernel on a CPU-only host
+    (its loop of runtime length g, two projective additions a step)."""
+    from bench import kernel_size as K
+    fn, shapes = K.kernels()["G1.running_sums"]
+    irs = K.triton_modules(fn, *shapes)
+    assert len(irs) == 1 and K._op_count(irs[0]) > 0
+    assert "scf.for" in irs[0]

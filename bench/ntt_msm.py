@@ -226,6 +226,7 @@ def bench_msm(curve, log_ns, out, reps, bits=(), config=None, windows=(), chunk_
         "_unsplit" if curve.name == "G2" and not curve.split else "") + (
         "_xyzz" if cfg.xyzz and not curve.split else "") + (
         "_prefetch" if cfg.prefetch and not curve.split else "") + (
+        "_running" if cfg.fused_running and not curve.split else "") + (
         f"_rows{curve.config.unroll.mul_rows}" if curve.config.unroll.mul_rows != 1 else "")
     walk = (curve if curve.split else M.walk_curve(curve, cfg)).config     # the first level's
     name += (f"_bn{walk.bn}w{walk.num_warps}" if (walk.bn, walk.num_warps) != (128, 4) else "") + (
@@ -466,7 +467,8 @@ def main():
         bench_msm(g1, a.g1, a.out, a.reps, a.bits, windows=a.windows,
                   chunk_gib=a.chunk_gib)
         for cfg in g1_variants if a.g1 else ():
-            bench_msm(g1, a.g1, a.out, a.reps, config=cfg)
+            bench_msm(g1, a.g1, a.out, a.reps, config=cfg, windows=a.windows,
+                      chunk_gib=a.chunk_gib)
         for k in g1_rows if a.g1 else ():
             rows = dataclasses.replace(g1.config.unroll, mul_rows=k)
             bench_msm(dataclasses.replace(g1, config=dataclasses.replace(g1.config, unroll=rows)),

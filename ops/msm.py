@@ -134,7 +134,11 @@ class MSMConfig:
     without a spill once the walk does not prefetch); bucket_weight: the
     cost of one bucket in one pass over the bucket array, in entries
     (``choose_window``; measured on an H100 in session 35 for
-    ``GPU_CONFIG``)."""
+    ``GPU_CONFIG``); fused_running: the bucket reduction's running sums as
+    one kernel (``ops.segsum.running_sums``; curves with split formulas and
+    ``horner`` excepted) instead of an XLA loop of g steps (bench/NOTES.md
+    session 35: ~77 ms of that loop per 2^27 MSM in 20-bit windows; off
+    until measured on a GPU)."""
     window: int | None = None
     lanes: int = 1 << 19
     small_lanes: int = 1 << 14
@@ -149,6 +153,7 @@ class MSMConfig:
     walk_registers: int | None = None
     walk_block: tuple[int, int] | None = None
     bucket_weight: float = 7.67
+    fused_running: bool = False
 
     def __post_init__(self):
         check_max_registers(self.walk_registers)
@@ -547,7 +552,8 @@ def reduce_buckets(curve: Curve, buckets, G: int, c: int, cfg: MSMConfig):
     def fused():             # one kernel, R and S in registers (``segsum.running_sums``)
         return segsum.running_sums(curve, buckets.reshape(-1, lanes * g).T, lanes, g)
 
-    R, Sm = (loop() if curve.split or cfg.horner else _fused_or_loop(curve, cfg, fused, loop))
+    R, Sm = (_fused_or_loop(curve, cfg, fused, loop)
+             if cfg.fused_running and not (curve.split or cfg.horner) else loop())
     if cfg.horner:
         def by_group(v):      # lanes (g, w, grp) -> (ng, 3, *fp, G·W)
             return jnp.moveaxis(v.reshape(pre + (G * W, ng)), -1, 0)

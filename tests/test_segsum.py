@@ -110,11 +110,13 @@ def test_min_steps_below_three_is_refused():
 
 
 @pytest.mark.slow   # ~100 s ("same") and ~140 s ("bits"); CI time (session 21: see bench/NOTES.md)
-@pytest.mark.parametrize("kind", ["same", "bits", "xyzz-repeated", "xyzz-prefetch-repeated"])
+@pytest.mark.parametrize("kind", ["same", "bits", "xyzz-repeated", "xyzz-prefetch-repeated",
+                                  "running"])
 def test_msm_through_fused_kernels_matches_py_ecc(kind):
     """"xyzz-repeated": XYZZ buckets over bases that repeat (a proving
     key's can: variables with equal QAP columns) with equal scalars, so
-    buckets meet their own base again; "-prefetch-": the pipelined walk."""
+    buckets meet their own base again; "-prefetch-": the pipelined walk;
+    "running": the bucket reduction's running sums as one kernel."""
     rng = random.Random(11)
     ks = [rng.randrange(1, R) for _ in range(8)]
     ks[3] = 0                                   # the identity as a base
@@ -123,7 +125,8 @@ def test_msm_through_fused_kernels_matches_py_ecc(kind):
     bases = G1.from_affine_ints([_g1(k) for k in ks])
     sc = [0xDEADBEEF] * 8 if kind != "bits" else [rng.randrange(2) for _ in range(8)]
     cfg = M.MSMConfig(window=4, lanes=8, small_lanes=4, min_steps=4, split_threshold=None,
-                      xyzz=kind.startswith("xyzz"), prefetch="prefetch" in kind)
+                      xyzz=kind.startswith("xyzz"), prefetch="prefetch" in kind,
+                      fused_running=kind == "running")
     assert _run(bases, sc, curve=G1I, cfg=cfg) == _expected(ks, sc)
 
 

@@ -2,7 +2,8 @@
 # Hypothesis 36 at msm_h's size (bench/NOTES.md session 35): the G1 MSM of 2^27 points
 # through msm() in chunks within ${CHUNK_GIB:-44} GiB (the proof's path: one bucket array
 # for every chunk, reduced once), at each window width in $WINDOWS (default 16 20 22 18),
-# every result checked against the dot product; records and logs in $OUT:
+# every result checked against the dot product ($ARGS: more bench.ntt_msm flags, e.g.
+# "--g1-configs fused_running" for each width's variant); records and logs in $OUT:
 #
 #   JAXPROVE_COMMIT=<sha> bash bench/device/windows.sh
 #
@@ -18,7 +19,7 @@ ws=(${WINDOWS:-16 20 22 18})
 i=0
 for c in "${ws[@]}"; do
     i=$((i + 1))
-    step msm27_c$c $((L * i / ${#ws[@]})) python3 -m bench.ntt_msm --g1 ${LOG_N:-27} --windows $c \
-        --chunk-gib ${CHUNK_GIB:-44} --out "$OUT/msm27.jsonl"
+    step msm${LOG_N:-27}_c$c $((L * i / ${#ws[@]})) python3 -m bench.ntt_msm --g1 ${LOG_N:-27} --windows $c \
+        --chunk-gib ${CHUNK_GIB:-44} ${ARGS:-} --out "$OUT/msm${LOG_N:-27}.jsonl"
 done
 summary

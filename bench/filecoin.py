@@ -303,7 +303,7 @@ def _merged_msm_bytes(curve, bases: int, general: int, cfg) -> int:
     general = max(general, 1)
     F = 4 * math.prod(curve.fp)
     return (M.working_set_bytes(curve, general, 1,
-                                M.many_window([general], 1, cfg), cfg)
+                                M.many_window(curve, [general], 1, cfg), cfg)
             + (bases - general) * (4 * F + 32))
 
 

@@ -133,8 +133,7 @@ class MSMConfig:
     ``GPU_CONFIG`` 200 registers in one-warp blocks, 10 warps per SM
     without a spill once the walk does not prefetch); bucket_weight: the
     cost of one bucket in one pass over the bucket array, in entries
-    (``choose_window``; measured on an H100 in session 35 for
-    ``GPU_CONFIG``); fused_running: the bucket reduction's running sums as
+    (``choose_window``; None: the curve's ``BUCKET_WEIGHTS``); fused_running: the bucket reduction's running sums as
     one kernel (``ops.segsum.running_sums``; curves with split formulas and
     ``horner`` excepted) instead of an XLA loop of g steps (bench/NOTES.md
     session 35: ~77 ms of that loop per 2^27 MSM in 20-bit windows; off
@@ -152,7 +151,7 @@ class MSMConfig:
     prefetch: bool = False
     walk_registers: int | None = None
     walk_block: tuple[int, int] | None = None
-    bucket_weight: float = 7.67
+    bucket_weight: float | None = None
     fused_running: bool = False
 
     def __post_init__(self):
@@ -211,6 +210,19 @@ def check_window(c: int, G: int = 1) -> int:
 WIDEST_CHOICE = 22
 
 
+# A bucket's cost per pass, in entries, on the GPU.  G1: fitted to 20 H100 measurements
+# (session 35, ``window_cost``).  G2: not measured; 2 keeps the widths the model of sessions
+# 4-34 chose where Filecoin's G2 MSMs are (16 bits from 2^19 to 2^22).
+BUCKET_WEIGHTS = {"G1": 7.67, "G2": 2.0}
+
+
+def bucket_weight(curve: Curve, cfg: MSMConfig) -> float:
+    """``cfg.bucket_weight``, else the curve's ``BUCKET_WEIGHTS`` entry."""
+    if cfg.bucket_weight is not None:
+        return cfg.bucket_weight
+    return BUCKET_WEIGHTS.get(curve.name, BUCKET_WEIGHTS["G1"])
+
+
 def window_cost(n: int, c: int, chunks: int = 1, bucket_weight: float = 7.67) -> float:
     """Cost, in entries, of an MSM of n points per scalar vector with c-bit
     windows run as ``chunks`` chunks: n·W entries (sorted and added) plus
@@ -236,13 +248,13 @@ def choose_window(n: int, chunks: int = 1, bucket_weight: float = 7.67) -> int:
                key=lambda c: (window_cost(n, c, chunks, bucket_weight), c))
 
 
-def many_window(dense_sizes: Sequence[int], n_out: int, cfg: MSMConfig) -> int:
+def many_window(curve: Curve, dense_sizes: Sequence[int], n_out: int, cfg: MSMConfig) -> int:
     """``msm_many``'s width: its general entries (every part's dense
     positions) spread over its ``n_out`` bucket sets."""
     if cfg.window:
         return cfg.window
     return choose_window(max(1, -(-sum(dense_sizes) // max(n_out, 1))),
-                         bucket_weight=cfg.bucket_weight)
+                         bucket_weight=bucket_weight(curve, cfg))
 
 
 # ------------------------------------------------------------------ digits and keys
@@ -612,8 +624,7 @@ def _traced(cfg: MSMConfig) -> MSMConfig:
     """The settings a jitted program depends on (the budget and the split
     threshold are decided outside), so configs differing only there share
     compiled programs."""
-    return dataclasses.replace(cfg, budget_bytes=None, split_threshold=None,
-                               bucket_weight=MSMConfig.bucket_weight)
+    return dataclasses.replace(cfg, budget_bytes=None, split_threshold=None, bucket_weight=None)
 
 
 @functools.partial(aot.program, static_argnums=(0, 3, 4))
@@ -714,7 +725,7 @@ def plan(curve: Curve, n: int, G: int, cfg: MSMConfig, extra=lambda k: 0) -> tup
         k = chunk_for(c)
         if k is None:
             continue
-        cost = window_cost(n, c, -(-n // k), cfg.bucket_weight)
+        cost = window_cost(n, c, -(-n // k), bucket_weight(curve, cfg))
         if best is None or cost < best[0]:
             best = (cost, c, k)
     if best is None:
@@ -1222,7 +1233,7 @@ def msm_many(curve: Curve, parts: Sequence[Part], config: MSMConfig | None = Non
         raise ValueError("msm_many: more than 2^31 bases in one call")
     if not any(d.shape[0] + b.shape[0] for d, b in zip(dense, bits)):   # no term at all
         return curve.identity((max(outs) + 1,) + batch)
-    c = check_window(many_window([d.shape[0] for d in dense], max(outs) + 1, cfg),
+    c = check_window(many_window(curve, [d.shape[0] for d in dense], max(outs) + 1, cfg),
                      (max(outs) + 1) * Gb)
     out = _many_jit(curve, tuple(outs), c, _traced(cfg), tuple(bases), tuple(scalars), tuple(dense),
                     tuple(bits))

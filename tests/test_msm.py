@@ -482,6 +482,12 @@ def test_plan_chooses_the_width_with_its_chunks():
     assert M.plan(G1, 1 << 10, 1, dataclasses.replace(gib(1), window=9)) == (9, 1 << 10)
     with pytest.raises(ValueError, match="below the fixed working set"):
         M.plan(G1, 1 << 10, 1, dataclasses.replace(cfg, budget_bytes=1000))
+    # the bucket's weight is the curve's (G2: not measured, the old widths kept) unless set
+    from ops.curve import G2
+    assert M.bucket_weight(G1, cfg) == M.BUCKET_WEIGHTS["G1"]
+    assert M.plan(G2, 1 << 20, 1, cfg) == (16, 1 << 20)
+    assert M.plan(G1, 1 << 20, 1, cfg)[0] == 13
+    assert M.plan(G1, 1 << 20, 1, dataclasses.replace(cfg, bucket_weight=2.0))[0] == 16
 
 
 def test_default_config_follows_where_the_msm_runs(monkeypatch):

@@ -11,7 +11,7 @@ import pytest
 HERE = os.path.join(os.path.dirname(__file__), "..", "bench", "device")
 
 
-@pytest.mark.parametrize("script", ["fc32.sh", "poll.sh", "cache.sh", "engine.sh", "kinds.sh", "kernels.sh", "caps.sh", "products.sh", "steps.sh", "windows.sh"])
+@pytest.mark.parametrize("script", ["fc32.sh", "poll.sh", "cache.sh", "engine.sh", "kinds.sh", "kernels.sh", "caps.sh", "products.sh", "steps.sh", "windows.sh", "refit.sh"])
 def test_scripts_parse(script):
     assert subprocess.run(["bash", "-n", os.path.join(HERE, script)]).returncode == 0
 

@@ -54,6 +54,13 @@ any setup.
   ``--devices D``: the first D local devices, one engine worker each (the
   partitions of a job spread over them); a 1-device and a 2-device record
   give the scaling ratio (``throughput_proofs_per_s`` of each).
+* ``kind`` (``--kind K --size S``): the same measurements for a registered
+  Filecoin kind, the real circuit (``jaxprove.filecoin_kinds``; PoRep 32GiB:
+  10 partitions of 130,278,541 rows), every job proving one synthetic
+  sector (made once; fresh r, s per proof) through the engine's whole path,
+  its JSON parsed per job; ``--circuit-dir``: the recorded circuit and its
+  matrices loaded from where ``bench.filecoin --circuit-dir`` stored them
+  (``run_kind``).
 * ``mixed``: ``--inflight`` PoRep-shaped jobs (NORMAL) kept in flight (one
   submitted as soon as one finishes) while ``--winning`` WinningPoSt jobs
   arrive every ``--winning-every`` s and WindowPoSt jobs every
@@ -105,6 +112,7 @@ WinningPoSt 0.8 s end to end.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import contextlib
 import functools
 import random
@@ -354,9 +362,9 @@ def kind_plan(kind: str, counts: Counts, budget: int | None, msm_budget: int | N
                     + p.key_bytes, host)
 
 
-def _post_counts(kind: str, size: str) -> Counts:
-    """Upper-bound counts of a Filecoin PoSt kind from the research formulas
-    (every aux variable taken as dense)."""
+def _kind_counts(kind: str, size: str) -> Counts:
+    """Upper-bound counts of a registered Filecoin kind from the research
+    formulas (every aux variable taken as dense)."""
     from bench import filecoin as BF
     constraints, inputs = BF.counts(kind, size)
     return Counts(constraints + inputs + 1, inputs + 1, constraints, 0)
@@ -511,13 +519,13 @@ class _Finished:
 
 def _engine(registry, devices, budget: int | None, msm_budget: int | None, verify: bool,
             keys_dir: str | None, setup_seed: int | None, finished: _Finished,
-            prover=None, out_of_core: int | None = None) -> E.Engine:
+            prover=None, out_of_core: int | None = None, pce_dir: str | None = None) -> E.Engine:
     """An engine making real Groth16 proofs (unless another ``prover`` is
     given), setup on first use (CSPRNG unless ``setup_seed``: tests only),
     streaming mode when ``budget``, out of core within ``out_of_core``
-    bytes (the 16 GB mode)."""
+    bytes (the 16 GB mode), PCE matrices from ``pce_dir`` where stored."""
     if prover is None:
-        prover = E.Groth16Prover(keys_dir, None, setup_on_first_use=True, setup_seed=setup_seed,
+        prover = E.Groth16Prover(keys_dir, pce_dir, setup_on_first_use=True, setup_seed=setup_seed,
                                  keys_in_host_memory=budget is not None,
                                  out_of_core_budget=out_of_core)
     config = E.EngineConfig(budget_bytes=budget, msm_budget_bytes=msm_budget, verify=verify)
@@ -626,6 +634,65 @@ def _finish(rec, out, what: str, jobs, inputs_of) -> "Run":
     return Run(rec, jobs, {j: inp for j, (_, inp) in inputs_of.items()})
 
 
+def _latency_and_throughput(eng, spec, make_inputs, partitions: int, proofs: int, rec: dict,
+                            devs, finished, out, say) -> tuple[dict, dict]:
+    """The measured part of a latency and throughput case: the kind's setup
+    (``Engine.preload``), a warm-up job (compiles), one job alone (its
+    latency), then ``proofs`` jobs at once (the throughput); each job's
+    inputs from ``make_inputs()``.  Fills ``rec``; returns (jobs by role,
+    inputs by job id)."""
+    inputs_of, jobs = {}, {}
+
+    def submit():
+        inputs = make_inputs()
+        jid = eng.submit(spec.kind, spec.sector_size, inputs)
+        inputs_of[jid] = (spec, inputs)
+        return jid
+
+    eng.start()
+    with _shutdown_after(eng):
+        rec["setup_s"] = _preload(eng, [(spec.kind, spec.sector_size)], say)[
+            f"{spec.kind}/{spec.sector_size}"]
+        rec["phase"] = "setup"
+        emit(dict(rec), out)
+        say(f"warm-up job of {partitions} partitions (compiles)")
+        jobs["warmup"] = _wait_done(eng, [submit()], "warm-up")
+        rec["warmup_s"] = jobs["warmup"][0].timings["total"]
+        with PeakSampler(devs) as sampler:
+            say(f"warm-up {rec['warmup_s']:.1f} s; latency job of {partitions} partitions")
+            jobs["latency"] = _wait_done(eng, [submit()], "latency")
+            lat = jobs["latency"][0]
+            rec.update(latency_s=lat.timings["total"], latency_stages_s=_stage_medians([lat]),
+                       phase="latency")
+            emit(dict(rec), out)
+            say(f"latency {rec['latency_s']:.2f} s; {proofs} jobs at once")
+            t0 = time.monotonic()
+            ids = [submit() for _ in range(proofs)]
+            jobs["throughput"] = _wait_done(eng, ids, "throughput")
+        done = sorted(finished.get(j) for j in ids)
+        if proofs > 1:
+            tput, basis = (proofs - 1) / (done[-1] - done[0]), \
+                "(K - 1) / (last job done - first job done): the jobs after the first"
+        else:
+            tput, basis = 1 / jobs["throughput"][0].timings["total"], "1 / the one job's total"
+        med = _stage_medians(jobs["throughput"])
+        status = eng.status()
+        rec.update(
+            phase="done", throughput_proofs_per_s=tput, s_per_proof=1 / tput,
+            throughput_basis=basis, throughput_total_proofs_per_s=proofs / (done[-1] - t0),
+            job_done_offsets_s=[d - t0 for d in done], stages_median_s=med,
+            prove_per_partition_median_s=med.get("prove", 0.0) / partitions,
+            jobs_done=sum(len(v) for v in jobs.values()),
+            public_match=_check_public([r for v in jobs.values() for r in v], inputs_of),
+            peak_bytes=process_peaks(devs), peak_bytes_sampled=sampler.peaks,
+            resident_bytes=status["resident_bytes"], evictions=status["evictions"],
+            batches=status["counters"].get("batches"),
+            batches_per_worker=[d["proved_batches"] for d in status["devices"]])
+        say(f"throughput {tput:.4g} proofs/s ({1 / tput:.2f} s/proof); latency "
+            f"{rec['latency_s']:.2f} s; public inputs match: {rec['public_match']}")
+    return jobs, inputs_of
+
+
 # ---------------------------------------------------------------- case: porep_shaped
 def run_porep_shaped(rows: int = DEFAULT_ROWS, partitions: int = DEFAULT_PARTITIONS,
                      proofs: int = 5, budget_gib: float | None = None, devices: int = 1,
@@ -669,55 +736,67 @@ def run_porep_shaped(rows: int = DEFAULT_ROWS, partitions: int = DEFAULT_PARTITI
     eng = _engine(E.Registry([spec]), devs, budget, msm_budget, verify, keys_dir, setup_seed,
                   finished, prover, ooc)
     rng = random.Random(seed)
-    inputs_of, jobs = {}, {}
-
-    def submit(p):
-        inputs = job_inputs(rng, p)
-        jid = eng.submit(KIND, rows, inputs)
-        inputs_of[jid] = (spec, inputs)
-        return jid
-
-    eng.start()
-    with _shutdown_after(eng):
-        rec["setup_s"] = _preload(eng, [(KIND, rows)], say)[f"{KIND}/{rows}"]
-        rec["phase"] = "setup"
-        emit(dict(rec), out)
-        say(f"warm-up job of {partitions} partitions (compiles)")
-        jobs["warmup"] = _wait_done(eng, [submit(partitions)], "warm-up")
-        rec["warmup_s"] = jobs["warmup"][0].timings["total"]
-        with PeakSampler(devs) as sampler:
-            say(f"warm-up {rec['warmup_s']:.1f} s; latency job of {partitions} partitions")
-            jobs["latency"] = _wait_done(eng, [submit(partitions)], "latency")
-            lat = jobs["latency"][0]
-            rec.update(latency_s=lat.timings["total"], latency_stages_s=_stage_medians([lat]),
-                       phase="latency")
-            emit(dict(rec), out)
-            say(f"latency {rec['latency_s']:.2f} s; {proofs} jobs at once")
-            t0 = time.monotonic()
-            ids = [submit(partitions) for _ in range(proofs)]
-            jobs["throughput"] = _wait_done(eng, ids, "throughput")
-        done = sorted(finished.get(j) for j in ids)
-        if proofs > 1:
-            tput, basis = (proofs - 1) / (done[-1] - done[0]), \
-                "(K - 1) / (last job done - first job done): the jobs after the first"
-        else:
-            tput, basis = 1 / jobs["throughput"][0].timings["total"], "1 / the one job's total"
-        med = _stage_medians(jobs["throughput"])
-        status = eng.status()
-        rec.update(
-            phase="done", throughput_proofs_per_s=tput, s_per_proof=1 / tput,
-            throughput_basis=basis, throughput_total_proofs_per_s=proofs / (done[-1] - t0),
-            job_done_offsets_s=[d - t0 for d in done], stages_median_s=med,
-            prove_per_partition_median_s=med.get("prove", 0.0) / partitions,
-            jobs_done=sum(len(v) for v in jobs.values()),
-            public_match=_check_public([r for v in jobs.values() for r in v], inputs_of),
-            peak_bytes=process_peaks(devs), peak_bytes_sampled=sampler.peaks,
-            resident_bytes=status["resident_bytes"], evictions=status["evictions"],
-            batches=status["counters"].get("batches"),
-            batches_per_worker=[d["proved_batches"] for d in status["devices"]])
-        say(f"throughput {tput:.4g} proofs/s ({1 / tput:.2f} s/proof); latency "
-            f"{rec['latency_s']:.2f} s; public inputs match: {rec['public_match']}")
+    jobs, inputs_of = _latency_and_throughput(eng, spec, lambda: job_inputs(rng, partitions),
+                                              partitions, proofs, rec, devs, finished, out, say)
     return _finish(rec, out, "porep_shaped", jobs, inputs_of)
+
+
+# ---------------------------------------------------------------- case: kind
+def run_kind(kind: str, size: str, proofs: int = 5, budget_gib: float | None = None,
+             devices: int = 1, verify: bool = True, msm_budget_gib: float | None = None,
+             keys_dir: str | None = None, setup_seed: int | None = None, seed: int = 0,
+             force: bool = False, env: dict | None = None, out: str | None = None,
+             command: str | None = None, say: Callable = _say, prover=None,
+             out_of_core_gib: float | None = None, circuit_dir: str | None = None) -> Run:
+    """``porep_shaped``'s latency and throughput for a registered Filecoin
+    kind at a sector size (``jaxprove.filecoin_kinds``: the real circuit;
+    PoRep 32GiB is 10 partitions of 130,278,541 rows).  Every job proves the
+    same synthetic sector (its vanilla proofs made once: a 32GiB sector's
+    took 72 s on the H200 host), each with fresh blinding r, s, through
+    the engine's whole path (parsing the job's JSON, the witness, the proof,
+    verify-before-return).  ``circuit_dir``: the recorded circuit and its
+    matrices from there where ``bench.filecoin --circuit-dir`` stored them
+    (a 32GiB partition records in ~210 s and extracts in ~130 s on the host:
+    done beside other GPU work, e.g. ``bench/device/fc32.sh``), stored there
+    otherwise; other arguments as ``run_porep_shaped``."""
+    from bench import filecoin as BF
+    from jaxprove import pce
+    if isinstance(proofs, bool) or not isinstance(proofs, int) or proofs < 1:
+        raise ValueError(f"proofs must be a positive integer, got {proofs!r}")
+    spec = BF.spec_for(kind, size)
+    if spec.synthetic is None:
+        raise ValueError(f"{kind}/{size} has no synthetic inputs")
+    if circuit_dir:                          # the R1CS as bench.filecoin stores it
+        record = spec.record
+        spec = dataclasses.replace(spec, record=lambda: pce.get_or_record(
+            record, pce.cache_key(spec.topology) + ".r1cs", circuit_dir))
+    devs = select_devices(devices)
+    counts = _kind_counts(kind, size)
+    budget, msm_budget, ooc = _budgets(counts, budget_gib, msm_budget_gib, out_of_core_gib)
+    env = environment() if env is None else env
+    rec = _base_record(f"{kind}", counts.rows, None, devs, budget, msm_budget, verify, env,
+                       command, ooc)
+    rec.update(phase="plan", proofs=proofs, kind=kind, size=size, topology=spec.topology,
+               inputs="one synthetic sector, proved by every job (fresh r, s each)")
+    est, why = plan_case([kind_plan(kind, counts, budget, msm_budget, ooc)], budget,
+                         msm_budget, BF.limits())
+    rec.update(est)
+    say(f"{kind} {size}: {counts.rows:,} rows a partition (upper bound), key ~"
+        f"{_gib(est['est_key_bytes'][kind])}, {proofs} proofs, {len(devs)} device(s), budget "
+        f"{'none' if budget is None else _gib(budget)}")
+    _refuse(rec, why, force, out, say)
+    say("making the synthetic sector's inputs")
+    t = time.perf_counter()
+    inputs = spec.synthetic(random.Random(seed))
+    rec["synthetic_s"] = time.perf_counter() - t
+    partitions = len(spec.split(inputs))
+    rec["partitions"] = partitions
+    finished = _Finished()
+    eng = _engine(E.Registry([spec]), devs, budget, msm_budget, verify, keys_dir, setup_seed,
+                  finished, prover, ooc, pce_dir=circuit_dir)
+    jobs, inputs_of = _latency_and_throughput(eng, spec, lambda: inputs, partitions, proofs,
+                                              rec, devs, finished, out, say)
+    return _finish(rec, out, kind, jobs, inputs_of)
 
 
 # ---------------------------------------------------------------- case: mixed
@@ -783,7 +862,7 @@ def run_mixed(rows: int = DEFAULT_ROWS, partitions: int = DEFAULT_PARTITIONS,
                inflight=inflight)
     plans = [kind_plan(KIND, counts, budget, msm_budget, ooc)]
     for k, s in posts.items():
-        c = _post_counts(s.kind, post_size) if post == "real" \
+        c = _kind_counts(s.kind, post_size) if post == "real" \
             else circuit_counts(shape_for_rows(s.sector_size))
         plans.append(kind_plan(s.kind, c, budget, msm_budget, ooc))
     from bench import filecoin as BF
@@ -882,11 +961,19 @@ def run_mixed(rows: int = DEFAULT_ROWS, partitions: int = DEFAULT_PARTITIONS,
 # ---------------------------------------------------------------- CLI
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--case", choices=["porep_shaped", "mixed"], required=True)
+    ap.add_argument("--case", choices=["porep_shaped", "kind", "mixed"], required=True)
+    ap.add_argument("--kind", default="porep",
+                    help="kind: the registered Filecoin kind (porep, window-post, winning-post, "
+                         "snap)")
+    ap.add_argument("--size", default="32GiB", help="kind: the sector size")
+    ap.add_argument("--circuit-dir", default=None,
+                    help="kind: the recorded circuit and matrices (bench.filecoin "
+                         "--circuit-dir), loaded from or stored there")
     ap.add_argument("--rows", type=int, default=DEFAULT_ROWS,
                     help="R1CS rows of one PoRep-shaped partition (default: a 32GiB partition)")
     ap.add_argument("--partitions", type=int, default=DEFAULT_PARTITIONS)
-    ap.add_argument("--proofs", type=int, default=5, help="porep_shaped: jobs for the throughput")
+    ap.add_argument("--proofs", type=int, default=5,
+                    help="porep_shaped, kind: jobs for the throughput")
     ap.add_argument("--budget-gb", type=float, default=None,
                     help="device budget in GiB (streaming mode: keys in host memory)")
     ap.add_argument("--msm-budget-gb", type=float, default=None,
@@ -922,6 +1009,9 @@ def main(argv=None):
     try:
         if a.case == "porep_shaped":
             run_porep_shaped(proofs=a.proofs, **common)
+        elif a.case == "kind":
+            common = {k: v for k, v in common.items() if k not in ("rows", "partitions")}
+            run_kind(a.kind, a.size, proofs=a.proofs, circuit_dir=a.circuit_dir, **common)
         else:
             run_mixed(winning=a.winning, winning_every=a.winning_every,
                       window_every=a.window_every or None, inflight=a.inflight, post=a.post,

@@ -9,6 +9,7 @@ py_ecc's pairing)."""
 from __future__ import annotations
 
 import json
+import os
 import time
 
 import jax
@@ -228,6 +229,31 @@ def test_porep_shaped_case_with_stand_in_prover(tmp_path):
     eng = B._engine(E.Registry([B.porep_shaped_spec(ROWS)]), jax.devices()[:1], 1 << 30,
                     1 << 28, True, None, None, B._Finished(), None, 1 << 29)
     assert eng.prover.out_of_core_budget == 1 << 29 and eng.prover.keys_in_host_memory
+
+
+def test_kind_case_with_stand_in_prover(tmp_path):
+    """--case kind: a registered Filecoin kind's latency and throughput, every
+    job the same synthetic sector through the engine's real path (JSON
+    parse, witness: the stand-in prover reads the public inputs from it);
+    the recorded circuit stored in and then loaded from --circuit-dir; an
+    unknown kind refused by name."""
+    from jaxprove import pce
+    out, cdir = tmp_path / "k.jsonl", tmp_path / "circuits"
+    for _ in range(2):
+        run = B.run_kind("winning-post", "2KiB", proofs=2, out=str(out), say=lambda m: None,
+                         prover=StandInProver(0.05), command="test", circuit_dir=str(cdir))
+        rec = run.record
+        assert rec["case"] == "engine.winning-post" and rec["phase"] == "done"
+        assert rec["public_match"] and rec["jobs_done"] == 4 and rec["partitions"] == 1
+        assert rec["kind"] == "winning-post" and rec["size"] == "2KiB"
+        assert rec["synthetic_s"] >= 0 and rec["throughput_proofs_per_s"] > 0
+        inputs = list(run.inputs.values())
+        assert all(x is inputs[0] for x in inputs)              # one sector, every job
+    from bench import filecoin as BF
+    topo = BF.spec_for("winning-post", "2KiB").topology
+    assert any(f.startswith(pce.cache_key(topo)) for f in os.listdir(cdir))
+    with pytest.raises(ValueError, match="unknown proof kind"):
+        B.run_kind("bogus", "2KiB", say=lambda m: None)
 
 
 def test_mixed_case_serves_winning_post_first(tmp_path):

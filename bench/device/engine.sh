@@ -13,6 +13,8 @@
 #    ${OOC_GIB:-9} GiB), the step that fits at the full ROWS=130278541;
 # 4. mixed: PoRep-shaped jobs in flight while the real 32GiB WinningPoSt arrives every 5 s
 #    (its latency under load);
+# 4b. `kind`: the real $KIND (default porep) at $SIZE (32GiB) through the engine, 5 jobs of one
+#    synthetic sector, its circuit from $CIRCUIT_DIR (fc32.sh's record step stores it there);
 # 5. `two` (on a machine of two GPUs, kind nvidia-h200-x2): step 2 with one worker per GPU,
 #    6 proofs; its throughput over step 2's is the scaling ratio (goal >= 1.8).  Checked on
 #    the CPU with two virtual devices (tests/test_bench_engine.py, slow).
@@ -37,6 +39,8 @@ for step in ${STEPS:-shaped budget mixed}; do
     case $step in
     shaped) cmd="$E --case porep_shaped --proofs 5" ;;
     two)    cmd="$E --case porep_shaped --proofs 6 --devices 2" ;;
+    kind)   cmd="$E --case kind --kind ${KIND:-porep} --size ${SIZE:-32GiB} --proofs 5 \
+--circuit-dir ${CIRCUIT_DIR:-/tmp/fc32}" ;;   # the real circuit, recorded by fc32.sh's record step
     budget) cmd="$E --case porep_shaped --proofs 5 --budget-gb 16" ;;
     ooc)    cmd="env XLA_FLAGS=--xla_gpu_autotune_level=0 $E --case porep_shaped --proofs 5 \
 --budget-gb 16 --out-of-core-gb ${OOC_GIB:-9}" ;;   # no autotuning transients: as fc32.sh

@@ -104,6 +104,22 @@ def test_projective_reduction_equals_xla_loop(points):
     assert _aff(_from_pm(got, nb)) == _aff(want)
 
 
+def test_reduce_parts_resets_the_lane_rows(points):
+    """Levels of ``reduce_parts`` share one target: a slot a level does not
+    write must not keep the partial sum an earlier level left there.  These
+    keys (4 lanes, 3 steps) make level 2 skip lane 0's tail slot, which
+    level 1 filled with a partial sum of bucket 1, while a later slot of
+    level 2 is valid (bucket 3): kept, that stale sum lands in bucket 3."""
+    keys = jnp.asarray(np.array([0, 0, 1, 1, 2, 2, 2, 3, 3, 3, 4, 4], np.int32))
+    nb, n = 6, 12
+    vals = G1.from_affine(points[..., np.arange(n) % N_PTS])
+    cfg = M.MSMConfig(lanes=8, small_lanes=4, min_steps=3)
+    want = M._reduce_parts_loop(G1, keys, vals, G1.identity((nb,)), cfg)
+    got = segsum.reduce_parts(G1I, keys, vals.reshape(-1, n).T, segsum.identity_pm(G1, nb),
+                              cfg.small_lanes, cfg.min_steps)
+    assert _aff(_from_pm(got, nb)) == _aff(want)
+
+
 def test_min_steps_below_three_is_refused():
     with pytest.raises(ValueError, match="min_steps must be at least 3"):
         M.MSMConfig(min_steps=2)

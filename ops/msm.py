@@ -50,7 +50,11 @@ positions where every scalar is 0 or 1 when they are many
 Bounded memory: ``msm(..., config=MSMConfig(budget_bytes=...))`` processes the
 bases in chunks of a power-of-two size chosen so that one chunk's working set
 fits the budget (bases may live in host memory and are streamed), adding the
-chunks' bucket arrays; the result is identical to the unchunked MSM.
+chunks' bucket arrays; the result is identical to the unchunked MSM.  The
+window width is chosen with the chunks (``plan``, ``window_cost``: n·W entries
+plus a measured weight per bucket per pass over the bucket array, one pass per
+chunk and the reduction), so msm_h's 2^27 points take 20-bit windows where a
+2^24 MSM takes 16.
 
 Arrays: bases affine ``(2, *fp, N)`` (the identity as (0, 0)); scalars Fr
 ``(8, *batch, N)`` in Montgomery form (every Fr array is reduced mod r, so

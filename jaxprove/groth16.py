@@ -944,8 +944,8 @@ def merged_msm_bytes(nv: int, nl: int, nh: int, batch: int, positions: MSMPositi
     a, b, l = ((p.dense.shape[0], p.bits.shape[0]) for p in positions)
     g1 = [(nv, *a), (1, 1, 0), (nv, *b), (1, 1, 0), (nl, *l), (nh, nh, 0)]
     g2 = [(nv, *b), (1, 1, 0)]
-    c1 = M.many_window(G1, [d for _, d, _ in g1], 4, cfg)
-    c2 = M.many_window(G2, [d for _, d, _ in g2], 1, cfg)
+    c1 = M.many_window(G1, [d for _, d, _ in g1], 4, cfg, 4 * batch)
+    c2 = M.many_window(G2, [d for _, d, _ in g2], 1, cfg, batch)
     return max(M.many_working_set_bytes(G1, g1, batch, 4, c1, cfg),
                M.many_working_set_bytes(G2, g2, batch, 1, c2, cfg))
 

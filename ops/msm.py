@@ -243,22 +243,25 @@ def window_cost(n: int, c: int, chunks: int = 1, bucket_weight: float = 7.67) ->
     return n * W + bucket_weight * W * (1 << (c - 1)) * (chunks + 1)
 
 
-def choose_window(n: int, chunks: int = 1, bucket_weight: float = 7.67) -> int:
-    """The c in [2, ``WIDEST_CHOICE``] of least ``window_cost``: on an H100
-    13 bits at 2^20, 16 at 2^22 and 2^24, 20 at 2^27 in chunks of 2^25
-    (−7% against 16: fewer windows, 13 instead of 16, and a bucket array
-    paid once per chunk)."""
-    return min(range(2, WIDEST_CHOICE + 1),
+def choose_window(n: int, chunks: int = 1, bucket_weight: float = 7.67, G: int = 1) -> int:
+    """The c in [2, ``WIDEST_CHOICE``] of least ``window_cost`` whose G·W·2^(c−1)
+    bucket keys stay int32 (``check_window``): on an H100 13 bits at 2^20, 16
+    at 2^22 and 2^24, 20 at 2^27 in chunks of 2^25 (−7% against 16: fewer
+    windows, 13 instead of 16, and a bucket array paid once per chunk)."""
+    return min((c for c in range(2, WIDEST_CHOICE + 1)
+                if G * num_windows(c) << (c - 1) < 1 << 31),
                key=lambda c: (window_cost(n, c, chunks, bucket_weight), c))
 
 
-def many_window(curve: Curve, dense_sizes: Sequence[int], n_out: int, cfg: MSMConfig) -> int:
+def many_window(curve: Curve, dense_sizes: Sequence[int], n_out: int, cfg: MSMConfig,
+                G: int = 1) -> int:
     """``msm_many``'s width: its general entries (every part's dense
-    positions) spread over its ``n_out`` bucket sets."""
+    positions) spread over its ``n_out`` bucket sets (G scalar vectors in
+    all: ``n_out`` times the batch)."""
     if cfg.window:
         return cfg.window
     return choose_window(max(1, -(-sum(dense_sizes) // max(n_out, 1))),
-                         bucket_weight=bucket_weight(curve, cfg))
+                         bucket_weight=bucket_weight(curve, cfg), G=max(G, n_out))
 
 
 # ------------------------------------------------------------------ digits and keys
@@ -1237,8 +1240,8 @@ def msm_many(curve: Curve, parts: Sequence[Part], config: MSMConfig | None = Non
         raise ValueError("msm_many: more than 2^31 bases in one call")
     if not any(d.shape[0] + b.shape[0] for d, b in zip(dense, bits)):   # no term at all
         return curve.identity((max(outs) + 1,) + batch)
-    c = check_window(many_window(curve, [d.shape[0] for d in dense], max(outs) + 1, cfg),
-                     (max(outs) + 1) * Gb)
+    c = check_window(many_window(curve, [d.shape[0] for d in dense], max(outs) + 1, cfg,
+                                 (max(outs) + 1) * Gb), (max(outs) + 1) * Gb)
     out = _many_jit(curve, tuple(outs), c, _traced(cfg), tuple(bases), tuple(scalars), tuple(dense),
                     tuple(bits))
     return out.reshape(curve.proj + (max(outs) + 1,) + batch)

@@ -460,6 +460,9 @@ def test_choose_window_grows_with_n():
     assert (M.choose_window(1 << 20), M.choose_window(1 << 24)) == (13, 16)
     assert M.choose_window(1 << 27, chunks=4) == 20
     assert M.choose_window(1 << 27, chunks=32) < 20
+    # widths whose bucket keys would overflow int32 for G scalar vectors are not chosen
+    c = M.choose_window(1 << 27, chunks=4, G=512)          # 512·13·2^19 ≥ 2^31
+    assert c < 20 and 512 * M.num_windows(c) << (c - 1) < 1 << 31
     # the cost is n·W plus a bucket weight per pass over W·2^(c−1) buckets
     assert M.window_cost(1 << 10, 8, 3, 2.0) == (1 << 10) * 32 + 2.0 * 32 * 128 * 4
 

@@ -132,9 +132,25 @@ def aot(fn, *args):
     return compiled, dt, mem
 
 
-def bench_ntt(log_ns, out, reps, passes=(N.PASSES,)):
+def bench_ntt(log_ns, out, reps, passes=(N.PASSES,), block=None, cap=None):
     """ntt of 2^k random values for each of ``passes`` (``ops.ntt._transform``:
-    "parts", "inplace"); each checked by ``intt`` (default passes) giving x back."""
+    "parts", "inplace"); each checked by ``intt`` (default passes) giving x back.
+    ``block`` (lanes, warps) and ``cap`` (registers): the in-place passes'
+    kernel block and register cap instead of Fr's (``KernelConfig.bn``,
+    ``num_warps``) and ``ops.ntt.PASS_MAX_REGISTERS`` (the next session's
+    NTT experiments: the passes run at ~50% of their multiply bound,
+    bench/NOTES.md session 35)."""
+    if block is not None or cap is not None:
+        cfg = N.Fr.config
+        if block is not None:
+            cfg = dataclasses.replace(cfg, bn=block[0], num_warps=block[1])
+        saved = N.Fr, N.PASS_MAX_REGISTERS
+        N.Fr = dataclasses.replace(N.Fr, config=cfg)
+        N.PASS_MAX_REGISTERS = cap if cap is not None else N.PASS_MAX_REGISTERS
+        try:
+            return bench_ntt(log_ns, out, reps, passes)
+        finally:
+            N.Fr, N.PASS_MAX_REGISTERS = saved
     key = jax.random.PRNGKey(0)
     for ln in log_ns:
         dom = N.domain(ln)
@@ -146,7 +162,9 @@ def bench_ntt(log_ns, out, reps, passes=(N.PASSES,)):
             ok = bool(jnp.all(N.intt(X, dom) == x))
             t = time_fn(f, (x, dom), reps=reps)
             emit(base_record("ntt" if kind == "parts" else f"ntt_{kind}", ln, compile_s=comp,
-                             xla_peak_bytes=mem, checked=ok, passes=kind, **t), out)
+                             xla_peak_bytes=mem, checked=ok, passes=kind, bn=N.Fr.config.bn,
+                             num_warps=N.Fr.config.num_warps,
+                             pass_max_registers=N.PASS_MAX_REGISTERS, **t), out)
 
 
 def bench_to_coset(log_ns, out, reps):
@@ -398,6 +416,11 @@ def main():
     ap.add_argument("--ntt-passes", default=N.PASSES,
                     help="comma-separated: parts, inplace, loaded (ops.ntt._transform; "
                          "hypotheses 31 and 54)")
+    ap.add_argument("--ntt-block", default=None,
+                    help="LANES:WARPS of the NTT's in-place pass kernels (default Fr's)")
+    ap.add_argument("--ntt-cap", type=int, default=None,
+                    help="register cap of the NTT's in-place passes (default "
+                         "ops.ntt.PASS_MAX_REGISTERS)")
     ap.add_argument("--to-coset", type=ints, default=[],
                     help="sizes of h's coset transform, natural order against bit-reversed (hypothesis 34)")
     ap.add_argument("--g1", type=ints, default=[])
@@ -460,7 +483,16 @@ def main():
     except ValueError as e:
         ap.error(f"--g1-configs / --g1-mul-rows / --g1-block: {e}")
     if a.ntt:
-        bench_ntt(a.ntt, a.out, a.reps, [p for p in a.ntt_passes.split(",") if p])
+        block = None
+        if a.ntt_block:
+            try:
+                block = tuple(int(x) for x in a.ntt_block.split(":"))
+                if len(block) != 2 or block[0] < 32 or block[0] & (block[0] - 1) or block[1] < 1:
+                    raise ValueError
+            except ValueError:
+                ap.error(f"--ntt-block {a.ntt_block}: LANES:WARPS, LANES a power of two >= 32")
+        bench_ntt(a.ntt, a.out, a.reps, [p for p in a.ntt_passes.split(",") if p], block,
+                  a.ntt_cap)
     if a.to_coset:
         bench_to_coset(a.to_coset, a.out, a.reps)
     if a.g1 or a.bits:

@@ -62,3 +62,12 @@ def test_chunked_case(tmp_path):
     (r,) = [json.loads(x) for x in out.read_text().splitlines()]
     assert r["case"] == "msm_G1_c7_chunked" and r["window"] == 7
     assert r["checked"] is True and r["chunk"] < r["n"] == 512
+
+
+def test_ntt_block_flag_checked():
+    """--ntt-block: LANES:WARPS with LANES a power of two >= 32, refused by
+    name otherwise before any work."""
+    r = subprocess.run([sys.executable, "-m", "bench.ntt_msm", "--ntt", "10", "--ntt-block",
+                        "48:1"], cwd=ROOT, capture_output=True, text=True, timeout=300,
+                       env=dict(os.environ, JAX_PLATFORMS="cpu"))
+    assert r.returncode == 2 and "--ntt-block 48:1" in r.stderr

@@ -137,11 +137,12 @@ class MSMConfig:
     ``GPU_CONFIG`` 200 registers in one-warp blocks, 10 warps per SM
     without a spill once the walk does not prefetch); bucket_weight: the
     cost of one bucket in one pass over the bucket array, in entries
-    (``choose_window``; None: the curve's ``BUCKET_WEIGHTS``); fused_running: the bucket reduction's running sums as
-    one kernel (``ops.segsum.running_sums``; curves with split formulas and
-    ``horner`` excepted) instead of an XLA loop of g steps (bench/NOTES.md
-    session 35: ~77 ms of that loop per 2^27 MSM in 20-bit windows; off
-    until measured on a GPU)."""
+    (``choose_window``; None: the curve's ``BUCKET_WEIGHTS``);
+    fused_running: the bucket reduction's running sums as one kernel
+    (``ops.segsum.running_sums``; curves with split formulas and ``horner``
+    excepted) instead of an XLA loop of g steps (bench/NOTES.md session 35:
+    ~77 ms of that loop per 2^27 MSM in 20-bit windows; off until measured
+    on a GPU)."""
     window: int | None = None
     lanes: int = 1 << 19
     small_lanes: int = 1 << 14

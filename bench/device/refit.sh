@@ -8,7 +8,9 @@
 #    and without the one-kernel running sums (MSMConfig.fused_running, hypothesis 67);
 # 2. where the chunked 20-bit MSM's time goes now (bench.profile);
 # 3. the re-fit's smaller sizes: 2^20 and 2^22 at 12-16 bits, 2^24 at 16, 18, 20 (unchunked).
-# Then `ops.msm.window_cost`'s weight is re-fitted from msm*.jsonl as in session 35.
+# Then `python3 -m bench.fit_windows $OUT/msm*.jsonl --exclude _running` re-fits the bucket
+# weight (`ops.msm.BUCKET_WEIGHTS`; with `--case-prefix msm_G1_xyzz_bn32w1_cap200_running`: the
+# fused running sums' own fit).
 # The whole under ${LIMIT:-540} s; a step out of time is cut and the rest skipped.
 set -u
 : "${OUT:?refit.sh writes to \$OUT}"

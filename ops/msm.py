@@ -215,10 +215,11 @@ def check_window(c: int, G: int = 1) -> int:
 WIDEST_CHOICE = 22
 
 
-# A bucket's cost per pass, in entries, on the GPU.  G1: fitted to 20 H100 measurements
-# (session 35, ``window_cost``).  G2: not measured; 2 keeps the widths the model of sessions
-# 4-34 chose where Filecoin's G2 MSMs are (16 bits from 2^19 to 2^22).
-BUCKET_WEIGHTS = {"G1": 7.67, "G2": 2.0}
+# A bucket's cost per pass, in entries, on the GPU.  G1: fitted to 16 H100 measurements
+# (session 35, after the bucket passes' copies went: ``bench.fit_windows``; 7.67 before them).
+# G2: not measured; 2 keeps the widths the model of sessions 4-34 chose where Filecoin's G2
+# MSMs are (16 bits from 2^19 to 2^22).
+BUCKET_WEIGHTS = {"G1": 3.35, "G2": 2.0}
 
 
 def bucket_weight(curve: Curve, cfg: MSMConfig) -> float:
@@ -228,7 +229,7 @@ def bucket_weight(curve: Curve, cfg: MSMConfig) -> float:
     return BUCKET_WEIGHTS.get(curve.name, BUCKET_WEIGHTS["G1"])
 
 
-def window_cost(n: int, c: int, chunks: int = 1, bucket_weight: float = 7.67) -> float:
+def window_cost(n: int, c: int, chunks: int = 1, bucket_weight: float | None = None) -> float:
     """Cost, in entries, of an MSM of n points per scalar vector with c-bit
     windows run as ``chunks`` chunks: n·W entries (sorted and added) plus
     W·2^(c−1) buckets per pass over the bucket array — one per chunk (made,
@@ -236,19 +237,25 @@ def window_cost(n: int, c: int, chunks: int = 1, bucket_weight: float = 7.67) ->
     each ``bucket_weight`` entries.
 
     Measured (bench/NOTES.md session 35; ``bench.ntt_msm --g1 K --windows C
-    --chunk-gib G``, H100, 20 widths and sizes from 2^20 unchunked to 2^27 in
-    four chunks): T = 0.530 ns·n·W + 4.06 ns·W·2^(c−1)·(chunks + 1) + 13 ms
-    fits every one within 3.4% (most within 1.3%), a bucket weighing 7.67
-    entries."""
+    --chunk-gib G``, H100, widths and sizes from 2^20 unchunked to 2^27 in
+    four chunks, fitted by ``bench.fit_windows``): first T = 0.530 ns·n·W +
+    4.06 ns·W·2^(c−1)·(chunks + 1) + 13 ms (20 records within 3.4%: a bucket
+    weighing 7.67 entries), then, with the bucket passes' copies gone, 0.523
+    ns·n·W + 1.75 ns·W·2^(c−1)·(chunks + 1) + 14 ms (16 records within 2.5%:
+    3.35 entries, G1's ``BUCKET_WEIGHTS``, the default here)."""
+    if bucket_weight is None:
+        bucket_weight = BUCKET_WEIGHTS["G1"]
     W = num_windows(c)
     return n * W + bucket_weight * W * (1 << (c - 1)) * (chunks + 1)
 
 
-def choose_window(n: int, chunks: int = 1, bucket_weight: float = 7.67, G: int = 1) -> int:
+def choose_window(n: int, chunks: int = 1, bucket_weight: float | None = None,
+                  G: int = 1) -> int:
     """The c in [2, ``WIDEST_CHOICE``] of least ``window_cost`` whose G·W·2^(c−1)
-    bucket keys stay int32 (``check_window``): on an H100 13 bits at 2^20, 16
-    at 2^22 and 2^24, 20 at 2^27 in chunks of 2^25 (−7% against 16: fewer
-    windows, 13 instead of 16, and a bucket array paid once per chunk)."""
+    bucket keys stay int32 (``check_window``): with G1's weight 16 bits at
+    2^20 and 2^22, 19 at 2^24, 20 at 2^27 in chunks of 2^25 (measured on an
+    H100: −13.5% against 16, 1.003 against 1.161 s: fewer windows, 13 instead
+    of 16, and a bucket array paid once per chunk)."""
     return min((c for c in range(2, WIDEST_CHOICE + 1)
                 if G * num_windows(c) << (c - 1) < 1 << 31),
                key=lambda c: (window_cost(n, c, chunks, bucket_weight), c))

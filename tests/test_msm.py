@@ -454,10 +454,11 @@ def test_windows_above_16_bits(g1_bases):
 def test_choose_window_grows_with_n():
     """The width of least cost grows with N and shrinks with the chunks
     (each chunk pays a pass over the bucket array); the session-35 H100
-    fit's choices: 13 bits at 2^20, 16 at 2^24, 20 at 2^27 in 4 chunks."""
+    fit's choices: 16 bits at 2^20 and 2^22, 20 at 2^27 in 4 chunks (each
+    the measured best of its size)."""
     cs = [M.choose_window(1 << k) for k in range(4, 28)]
     assert cs == sorted(cs) and 2 <= cs[0] and cs[-1] <= M.WIDEST_CHOICE
-    assert (M.choose_window(1 << 20), M.choose_window(1 << 24)) == (13, 16)
+    assert (M.choose_window(1 << 20), M.choose_window(1 << 22)) == (16, 16)
     assert M.choose_window(1 << 27, chunks=4) == 20
     assert M.choose_window(1 << 27, chunks=32) < 20
     # widths whose bucket keys would overflow int32 for G scalar vectors are not chosen
@@ -465,6 +466,8 @@ def test_choose_window_grows_with_n():
     assert c < 20 and 512 * M.num_windows(c) << (c - 1) < 1 << 31
     # the cost is n·W plus a bucket weight per pass over W·2^(c−1) buckets
     assert M.window_cost(1 << 10, 8, 3, 2.0) == (1 << 10) * 32 + 2.0 * 32 * 128 * 4
+    # the old weight (before the bucket passes' copies went) chose 13 bits at 2^20
+    assert M.choose_window(1 << 20, bucket_weight=7.67) == 13
 
 
 def test_plan_chooses_the_width_with_its_chunks():
@@ -479,7 +482,7 @@ def test_plan_chooses_the_width_with_its_chunks():
     c, k = M.plan(G1, 1 << 27, 1, gib(5))                        # the 16 GB mode's msm_h
     assert c == 16 and k < 1 << 25 and M.working_set_bytes(G1, k, 1, c, cfg) <= 5 << 30
     # no budget: the whole vector unless its entries overflow int32 (16·2^27 = 2^31 at c=16)
-    assert M.plan(G1, 1 << 24, 1, cfg) == (16, 1 << 24)
+    assert M.plan(G1, 1 << 24, 1, cfg) == (19, 1 << 24)
     c, k = M.plan(G1, 1 << 27, 1, dataclasses.replace(cfg, window=16))
     assert (c, k) == (16, 1 << 26)
     assert M.plan(G1, 1 << 10, 1, dataclasses.replace(gib(1), window=9)) == (9, 1 << 10)
@@ -489,8 +492,8 @@ def test_plan_chooses_the_width_with_its_chunks():
     from ops.curve import G2
     assert M.bucket_weight(G1, cfg) == M.BUCKET_WEIGHTS["G1"]
     assert M.plan(G2, 1 << 20, 1, cfg) == (16, 1 << 20)
-    assert M.plan(G1, 1 << 20, 1, cfg)[0] == 13
-    assert M.plan(G1, 1 << 20, 1, dataclasses.replace(cfg, bucket_weight=2.0))[0] == 16
+    assert M.plan(G1, 1 << 20, 1, cfg)[0] == 16
+    assert M.plan(G1, 1 << 20, 1, dataclasses.replace(cfg, bucket_weight=7.67))[0] == 13
 
 
 def test_default_config_follows_where_the_msm_runs(monkeypatch):

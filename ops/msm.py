@@ -200,13 +200,25 @@ def num_windows(c: int) -> int:
     return -(-SCALAR_BITS // c)
 
 
+def bucket_count(c: int, G: int = 1) -> int:
+    """Buckets of G scalar vectors in c-bit windows: G·W·2^(c−1) (the keys'
+    sentinel; it must stay int32)."""
+    return G * num_windows(c) << (c - 1)
+
+
+def _widths(G: int) -> list[int]:
+    """The widths ``choose_window`` and ``plan`` consider: 2 … ``WIDEST_CHOICE``
+    whose bucket keys stay int32 for G scalar vectors."""
+    return [c for c in range(2, WIDEST_CHOICE + 1) if bucket_count(c, G) < 1 << 31]
+
+
 def check_window(c: int, G: int = 1) -> int:
     """c, if windows of c bits can key G scalar vectors' buckets (``MAX_WINDOW``)."""
     if not 1 <= c <= MAX_WINDOW:
         raise ValueError(f"msm: window must be in [1, {MAX_WINDOW}], got {c}")
-    if G * num_windows(c) << (c - 1) >= 1 << 31:
+    if bucket_count(c, G) >= 1 << 31:
         raise ValueError(f"msm: {G} scalar vectors with {c}-bit windows need "
-                         f"{G * num_windows(c) << (c - 1):,} bucket keys, more than int32 holds")
+                         f"{bucket_count(c, G):,} bucket keys, more than int32 holds")
     return c
 
 
@@ -256,9 +268,7 @@ def choose_window(n: int, chunks: int = 1, bucket_weight: float | None = None,
     2^20 and 2^22, 19 at 2^24, 20 at 2^27 in chunks of 2^25 (measured on an
     H100: −13.5% against 16, 1.003 against 1.161 s: fewer windows, 13 instead
     of 16, and a bucket array paid once per chunk)."""
-    return min((c for c in range(2, WIDEST_CHOICE + 1)
-                if G * num_windows(c) << (c - 1) < 1 << 31),
-               key=lambda c: (window_cost(n, c, chunks, bucket_weight), c))
+    return min(_widths(G), key=lambda c: (window_cost(n, c, chunks, bucket_weight), c))
 
 
 def many_window(curve: Curve, dense_sizes: Sequence[int], n_out: int, cfg: MSMConfig,
@@ -577,7 +587,7 @@ def reduce_buckets(curve: Curve, buckets, G: int, c: int, cfg: MSMConfig):
         return lax.fori_loop(0, g, running, (curve.identity((lanes,)), curve.identity((lanes,))))
 
     def fused():             # one kernel, R and S in registers (``segsum.running_sums``)
-        return segsum.running_sums(curve, buckets.reshape(-1, lanes * g).T, lanes, g)
+        return segsum.running_sums(curve, point_major(curve, buckets), lanes, g)
 
     R, Sm = (_fused_or_loop(curve, cfg, fused, loop)
              if cfg.fused_running and not (curve.split or cfg.horner) else loop())
@@ -609,8 +619,9 @@ def reduce_buckets(curve: Curve, buckets, G: int, c: int, cfg: MSMConfig):
 
 # ------------------------------------------------------------------ public API
 def point_major(curve: Curve, bases) -> jnp.ndarray:
-    """Affine bases ``(2, *fp, N)`` -> ``(N, 2·F)`` (one row per point, so the
-    accumulation's random gathers read whole points)."""
+    """Points ``(k, *fp, N)`` (affine bases, k = 2, or projective buckets) ->
+    ``(N, k·F)`` (one row per point, so the accumulation's random gathers
+    read whole points)."""
     bases = jnp.asarray(bases)
     n = bases.shape[-1]
     return bases.reshape(-1, n).T
@@ -732,8 +743,7 @@ def plan(curve: Curve, n: int, G: int, cfg: MSMConfig, extra=lambda k: 0) -> tup
             k //= 2
         return k if fits(k, True) else None
 
-    widths = [cfg.window] if cfg.window else [
-        c for c in range(2, WIDEST_CHOICE + 1) if G * num_windows(c) << (c - 1) < 1 << 31]
+    widths = [cfg.window] if cfg.window else _widths(G)
     best = None
     for c in widths:
         check_window(c, G)
@@ -872,7 +882,7 @@ def msm(curve: Curve, bases, scalars, config: MSMConfig | None = None, on_chunk=
                           buckets)
 
     with transfer.copy_pool() as pool:     # one for every chunk's puts
-        buckets = _in_chunks(n, chunk, step, curve.identity((G * num_windows(c) << (c - 1),)),
+        buckets = _in_chunks(n, chunk, step, curve.identity((bucket_count(c, G),)),
                              on_chunk)
     return _reduce_jit(curve, buckets, G, c, _traced(cfg)).reshape(curve.proj + batch)
 
@@ -1190,7 +1200,7 @@ def _many_jit(curve, outs, c, cfg, bases, scalars, dense_idx, bit_idx):
     n_out = max(outs) + 1
     Gb = scalars[0].shape[1]
     G = n_out * Gb
-    nb = G * num_windows(c) << (c - 1)
+    nb = bucket_count(c, G)
     pms = [point_major(curve, b) for b in bases]
     pm = jnp.concatenate(pms, axis=0)
     keys, pay, offset = [], [], 0

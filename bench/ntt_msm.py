@@ -7,9 +7,10 @@ timed repetitions after a warm-up, XLA's memory analysis of the program
 result was checked:
 
 * ntt: intt(ntt(x)) == x on the device for the timed x;
-* to_coset_natural / to_coset_bitrev (``--to-coset``): Groth16's coset
+* to_coset_natural / to_coset_bitrev / to_coset_folded (``--to-coset``): Groth16's coset
   transform of 2^k values with and without the bit-reversal gathers
-  (hypothesis 34), the second checked equal to the first;
+  (hypothesis 34) and with n⁻¹ folded into the coset powers (68), the
+  others checked equal to the first;
 * msm: bases are P_i = k_i·G for device-random k_i, so Σ s_i·P_i must equal
   (Σ s_i·k_i mod r)·G, the dot product summed on the device and the right
   side computed by the fixed-base windowed multiplication;
@@ -171,10 +172,12 @@ def bench_to_coset(log_ns, out, reps):
     """Groth16's unit of h (hypothesis 34): the coset evaluations of the
     interpolant of 2^k values, coset_ntt(intt(x)) in natural order (two
     bit-reversal gathers) against coset_ntt_from_bitrev(intt_to_bitrev(x))
-    (none); the two results checked equal."""
+    (none) and ``ntt.to_coset`` (none, n⁻¹ folded into the coset powers:
+    hypothesis 68); each result checked equal to the natural form's."""
     key = jax.random.PRNGKey(2)
     forms = {"natural": lambda x, dom: N.coset_ntt(N.intt(x, dom), dom),
-             "bitrev": lambda x, dom: N.coset_ntt_from_bitrev(N.intt_to_bitrev(x, dom), dom)}
+             "bitrev": lambda x, dom: N.coset_ntt_from_bitrev(N.intt_to_bitrev(x, dom), dom),
+             "folded": N.to_coset}           # hypothesis 68: n⁻¹ in the coset powers
     for ln in log_ns:
         dom = N.domain(ln)
         x = rand_fr(jax.random.fold_in(key, ln), 1 << ln)

@@ -317,9 +317,10 @@ def _h_coefficients(a, b, c, dom: N.Domain):
 @functools.partial(aot.program, donate_argnums=(0,))
 def _to_coset(x, dom: N.Domain):
     """coset_ntt(intt(x)): the evaluations on the coset gD (x donated),
-    through bit-reversed coefficients (a DIF inverse, then a DIT: no
-    bit-reversal gather; bench/NOTES.md hypothesis 34)."""
-    return N.coset_ntt_from_bitrev(N.intt_to_bitrev(x, dom), dom)
+    through bit-reversed coefficients (``ops.ntt.to_coset``: a DIF inverse,
+    then a DIT, no bit-reversal gather, n⁻¹ folded into the coset powers;
+    bench/NOTES.md hypotheses 34 and 68)."""
+    return N.to_coset(x, dom)
 
 
 @functools.partial(aot.program, static_argnums=(3,), donate_argnums=(0,))
@@ -328,10 +329,18 @@ def _quotient(ea, eb, ec, m: int):
     return _over_z(ea, eb, ec, m)
 
 
+@functools.lru_cache(maxsize=None)
+def _over_z_kernel():
+    """(a·b − c)·z elementwise in ONE kernel: one pass over memory (three
+    vectors read, one written) instead of three kernels' eight vector
+    transfers (bench/NOTES.md hypothesis 68)."""
+    return Fr._ew(lambda ar, a, b, c, z: ar.mul(ar.sub(ar.mul(a, b), c), z), 4, name="over_z")
+
+
 def _over_z(ea, eb, ec, m: int):
     """(ea·eb − ec)·(g^m − 1)⁻¹, elementwise (any matching shapes)."""
     zinv = Fr.constant(pow((pow(N.GENERATOR, m, R) - 1) % R, -1, R), (1,))
-    return Fr.mul(Fr.sub(Fr.mul(ea, eb), ec), zinv)
+    return _over_z_kernel()(ea, eb, ec, zinv)
 
 
 @aot.program

@@ -537,6 +537,22 @@ def coset_ntt_from_bitrev(x, dom: Domain, passes: str = PASSES):
 
 
 @_jit
+def to_coset(X, dom: Domain, passes: str = PASSES):
+    """coset_ntt(intt(X)): natural evaluations on ⟨ω⟩ in, natural
+    evaluations on the coset g·⟨ω⟩ out — Groth16's unit of h.  The DIF
+    inverse without its n⁻¹ (bit-reversed coefficients times n), one
+    scaling by n⁻¹·g^rev(k) (n⁻¹ folded into the coset table's short hi
+    factor: one product per element and one pass over memory fewer than
+    ``coset_ntt_from_bitrev(intt_to_bitrev(X))``), then the DIT passes; no
+    gather."""
+    _check(X, dom, "to_coset", cosets=True)
+    t = _transform(X, dom.inv_twiddles, dom.log_n, True, passes, "nr")
+    lo, hi = dom.coset
+    t = scale_by_powers(t, PowerTable(lo, Fr.mul(hi, dom.n_inv)), bitrev=True)
+    return _transform(t, dom.twiddles, dom.log_n, False, passes, "rn")
+
+
+@_jit
 def coset_intt_to_bitrev(X, dom: Domain, passes: str = PASSES):
     """bit_reverse(coset_intt(X)): natural evaluations on the coset in,
     coefficients out in bit-reversed order (DIF passes, then g^(−rev(k))·n⁻¹;

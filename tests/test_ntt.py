@@ -85,7 +85,7 @@ def test_bad_input_is_named():
         N.ntt(jnp.zeros((8, 8), jnp.uint32), dom)
     with pytest.raises(ValueError, match="Fr elements"):
         N.ntt(jnp.zeros((12, 4), jnp.uint32), dom)
-    for f in (N.coset_ntt, N.coset_intt, N.coset_ntt_from_bitrev, N.coset_intt_to_bitrev):
+    for f in (N.coset_ntt, N.coset_intt, N.coset_ntt_from_bitrev, N.coset_intt_to_bitrev, N.to_coset):
         with pytest.raises(ValueError, match=f"{f.__name__}: the domain was built with cosets=False"):
             f(jnp.zeros((8, 4), jnp.uint32), N.domain(2, cosets=False))
 
@@ -193,6 +193,7 @@ def test_bitrev_order_transforms_skip_the_gathers():
     assert rows(coef) == brev(rows(N.intt(x, dom)))
     ev = N.coset_ntt_from_bitrev(coef, dom)
     assert rows(ev) == rows(N.coset_ntt(N.intt(x, dom), dom))
+    assert rows(N.to_coset(x, dom)) == rows(ev)      # n⁻¹ folded into the coset powers
     back = N.coset_intt_to_bitrev(ev, dom)
     assert rows(back) == rows(coef)
     assert rows(N.bit_reverse(back)) == rows(N.intt(x, dom))

@@ -10,7 +10,9 @@ result was checked:
 * to_coset_natural / to_coset_bitrev / to_coset_folded (``--to-coset``): Groth16's coset
   transform of 2^k values with and without the bit-reversal gathers
   (hypothesis 34) and with n⁻¹ folded into the coset powers (68), the
-  others checked equal to the first;
+  others checked equal to the first; then scale_bitrev_loop / scale_bitrev_kernel, its
+  coset scaling alone in ``scale_by_powers``' two forms (70), the kernel checked equal
+  to the loop;
 * msm: bases are P_i = k_i·G for device-random k_i, so Σ s_i·P_i must equal
   (Σ s_i·k_i mod r)·G, the dot product summed on the device and the right
   side computed by the fixed-base windowed multiplication;
@@ -188,6 +190,19 @@ def bench_to_coset(log_ns, out, reps):
             t = time_fn(f, (x, dom), reps=reps)
             ok = form == "natural" or bool(jnp.all(got[form] == got["natural"]))
             emit(base_record(f"to_coset_{form}", ln, compile_s=comp, xla_peak_bytes=mem,
+                             checked=ok, **t), out)
+        del got
+        # hypothesis 70: the bit-reversed coset scaling alone, the loop of gathered factors
+        # against the one kernel that loads them (each call scales a copy of x: both forms
+        # update their input in place, and x is not donated)
+        got = {}
+        for form in ("loop", "kernel"):
+            fn = jax.jit(functools.partial(N.scale_by_powers, bitrev=True, form=form))
+            f, comp, mem = aot(fn, x, dom.coset)
+            got[form] = f(x, dom.coset)
+            t = time_fn(f, (x, dom.coset), reps=reps)
+            ok = form == "loop" or bool(jnp.all(got[form] == got["loop"]))
+            emit(base_record(f"scale_bitrev_{form}", ln, compile_s=comp, xla_peak_bytes=mem,
                              checked=ok, **t), out)
         del got
 

@@ -126,22 +126,45 @@ def times_powers(x, table: PowerTable, e):
     return _mul3()(x, *_factors(table, e))
 
 
-# elements per chunk of ``scale_by_powers`` (times the batch): its temporaries are a few
-# chunks (the exponents' powers, the scaled part), 128 MiB each at 2^22
+# elements per chunk of ``scale_by_powers``'s loop (times the batch): its temporaries are a
+# few chunks (the exponents' powers, the scaled part), 128 MiB each at 2^22
 SCALE_CHUNK = 1 << 22
+SCALE_FORMS = ("kernel", "loop")
 
 
-def scale_by_powers(x, table: PowerTable, chunk: int = SCALE_CHUNK, bitrev: bool = False):
+def scale_by_powers(x, table: PowerTable, chunk: int = SCALE_CHUNK, bitrev: bool = False,
+                    form: str = "kernel"):
     """x_i · base^i·scale along the last axis: x ``(8, *batch, n)`` with n ≤
     the table's 2^log_n; with ``bitrev`` (n a power of two) x_i ·
     base^rev(i)·scale, rev the bit reversal of log2(n) bits (a vector in
-    bit-reversed order scaled as its natural order would be).  The powers are
-    made from the table chunk by chunk (≤ ``chunk`` elements of x per step,
-    a ``lax.fori_loop`` that updates x in place), so no length-n vector of
-    powers exists."""
+    bit-reversed order scaled as its natural order would be).  No length-n
+    vector of powers exists in either form.
+
+    ``form``: "kernel" — on CUDA, for n a power of two, ONE Pallas kernel
+    that loads each element's two factors from the table itself
+    (``_scale_pass``: one pass over x, in place; bench/NOTES.md hypothesis
+    70), elsewhere the loop; "loop" — the factors gathered chunk by chunk (≤
+    ``chunk`` elements of x per step of a ``lax.fori_loop`` that updates x in
+    place; at 2^27 on an H100 two thirds of its 18 ms were the gathers and
+    the chunks' slices, session 37)."""
+    if form not in SCALE_FORMS:
+        raise ValueError(f"scale_by_powers: form must be one of {SCALE_FORMS}, got {form!r}")
     n = x.shape[-1]
     if bitrev and n & (n - 1):
         raise ValueError(f"scale_by_powers: bitrev needs a power-of-two length, got {n}")
+    if n > table.lo.shape[1] * table.hi.shape[1]:
+        raise ValueError(f"scale_by_powers: {n} elements, the table has powers for "
+                         f"{table.lo.shape[1] * table.hi.shape[1]}")
+    loop = lambda x, table: _scale_loop(x, table, chunk, bitrev)
+    if form == "loop" or n & (n - 1) or pl is None:
+        return loop(x, table)
+    return by_platform(x, table, default=loop,
+                       cuda=lambda x, table: _scale_pass(x, table, bitrev, Fr.config))
+
+
+def _scale_loop(x, table: PowerTable, chunk: int, bitrev: bool):
+    """``scale_by_powers``' "loop" form."""
+    n = x.shape[-1]
     log_n = n.bit_length() - 1
     exps = (lambda e: _bit_reverse(e, log_n)) if bitrev else (lambda e: e)
     batch = math.prod(x.shape[1:-1])
@@ -156,6 +179,60 @@ def scale_by_powers(x, table: PowerTable, chunk: int = SCALE_CHUNK, bitrev: bool
         return lax.dynamic_update_slice_in_dim(x, times_powers(part, table, exps(e)), lo, axis=-1)
 
     return lax.fori_loop(0, n // cs, step, x)
+
+
+def _scale_pass(x, table: PowerTable, bitrev: bool, config: KernelConfig):
+    """``scale_by_powers``' kernel: x ``(8, *batch, n)``, n = 2^k, viewed as
+    ``(8, B·n)`` in programs of bn = min(lanes, n) consecutive positions
+    (bn divides n, so a program never straddles two vectors).  Position
+    i = k0 + j of a program (k0 a multiple of bn, j < bn) has exponent e = i,
+    or with ``bitrev`` e = rev_k(i) = rev_(k−b)(k0 / bn) + rev_b(j)·2^(k−b)
+    (b = log2 bn: the two parts' bits do not overlap, so one scalar reversal
+    per program and one lane constant); its factors lo[e mod 2^s] and
+    hi[e div 2^s] are loaded from the (L2-resident, O(√n)) table inside
+    the kernel, two products per element, x updated in place
+    (``input_output_aliases``)."""
+    shape = x.shape
+    n = shape[-1]
+    k = n.bit_length() - 1
+    total = math.prod(shape[1:])
+    bn = min(config.bn, n)
+    b = bn.bit_length() - 1
+    lo_t, hi_t = table
+    s = lo_t.shape[1].bit_length() - 1
+    arith = kernel_arith(Fr.arith, config)
+
+    def kernel(x_ref, lo_ref, hi_ref, o_ref):
+        block = pl.program_id(0) % (n // bn)                 # the program's block in its vector
+        j = lax.iota(jnp.int32, bn)
+        if bitrev:
+            e = _bit_reverse(block, k - b) + (_bit_reverse(j, b) << (k - b))
+        else:
+            e = block * bn + j
+        lo_i, hi_i = e & ((1 << s) - 1), e >> s
+        xs = [x_ref[limb, :] for limb in range(Fr.L)]
+        xs[0] = cap_registers(xs[0], config)
+        f_lo = [plgpu.load(lo_ref.at[limb, lo_i]) for limb in range(Fr.L)]
+        f_hi = [plgpu.load(hi_ref.at[limb, hi_i]) for limb in range(Fr.L)]
+        out = arith.mul(arith.mul(xs, f_lo), f_hi)
+        for limb in range(Fr.L):
+            o_ref[limb, :] = out[limb].astype(jnp.uint32)
+
+    spec = pl.BlockSpec((Fr.L, bn), lambda i: (0, i))
+    with x64():
+        y = pl.pallas_call(
+            kernel,
+            out_shape=jax.ShapeDtypeStruct((Fr.L, total), jnp.uint32),
+            grid=(total // bn,),
+            in_specs=[spec, pl.no_block_spec, pl.no_block_spec],
+            out_specs=spec,
+            input_output_aliases={0: 0},
+            compiler_params=plgpu.CompilerParams(num_warps=config.num_warps, num_stages=1),
+            interpret=config.interpret,
+            debug=config.debug,
+            name="Fr_scale_bitrev" if bitrev else "Fr_scale",
+        )(x.reshape(Fr.L, total), lo_t, hi_t)
+    return y.reshape(shape)
 
 
 @functools.partial(jax.tree_util.register_dataclass,

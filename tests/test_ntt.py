@@ -237,3 +237,43 @@ def test_scale_by_powers_in_bit_reversed_order():
     assert rows(N.scale_by_powers(x, table, 1 << 22, bitrev=True)) == want
     with pytest.raises(ValueError, match="power-of-two length"):
         N.scale_by_powers(x[..., :48], table, bitrev=True)
+
+
+@pytest.mark.parametrize("log_n,batch,lanes", [(6, 2, 16), (3, 3, 16), (7, 1, 32)])
+def test_scale_pass_kernel_equals_python_powers(log_n, batch, lanes):
+    """``_scale_pass`` (the factors loaded from the table inside ONE Pallas
+    kernel, hypothesis 70; interpret mode): natural and bit-reversed
+    exponents against Python ints, with programs inside one vector (n >
+    lanes) and a vector per program (n < lanes); a table longer than x (the
+    exponents read modulo neither of its halves)."""
+    from ops.elementwise import KernelConfig
+    rng = random.Random(700 + log_n)
+    n, base, scale = 1 << log_n, rng.randrange(2, P), rng.randrange(1, P)
+    xs = [Fr.random_ints(n, rng) for _ in range(batch)]
+    x = jnp.asarray(Fr.from_int(np.array(xs, dtype=object)))
+    cfg = KernelConfig(bn=lanes, interpret=True)
+    rev = [int(v) for v in N._bit_reverse(jnp.arange(n, dtype=jnp.int32), log_n)]
+    for table_log in (log_n, log_n + 3):
+        table = N.power_table(base, table_log, scale)
+        for bitrev in (False, True):
+            e = rev if bitrev else list(range(n))
+            want = [[v * pow(base, e[i], P) * scale % P for i, v in enumerate(r)] for r in xs]
+            assert rows(N._scale_pass(jnp.copy(x), table, bitrev, cfg)) == want
+
+
+def test_scale_pass_lowers_for_cuda_and_forms_are_named():
+    """The kernel lowers to one Triton call (gathers from the tables by
+    computed indices), both orders; an unknown form or a table too short is
+    refused by name."""
+    import jax
+    from ops.elementwise import KernelConfig
+    x = jnp.zeros((8, 3, 1 << 12), jnp.uint32)
+    table = N.power_table(N.GENERATOR, 12)
+    for bitrev in (False, True):
+        f = jax.jit(lambda x, t: N._scale_pass(x, t, bitrev, KernelConfig()))
+        text = f.trace(x, table).lower(lowering_platforms=("cuda",)).as_text()
+        assert text.count("__gpu$xla.gpu.triton") == 1
+    with pytest.raises(ValueError, match="form must be one of"):
+        N.scale_by_powers(x, table, form="fast")
+    with pytest.raises(ValueError, match="the table has powers for 2048"):
+        N.scale_by_powers(x, N.power_table(N.GENERATOR, 11))

@@ -65,6 +65,8 @@ from bench import filecoin as F
 s = F.spec_for('$K', '$Z'); t = time.perf_counter()
 p = F.synthetic_parts('$K', '$Z', directory='$D'); print('synthetic', time.perf_counter() - t, flush=True)
 t = time.perf_counter(); jax.block_until_ready(s.witness(p[:1])); print('witness first', time.perf_counter() - t)
+st = jax.devices()[0].memory_stats() or {}   # nothing else on the device yet: the witness program's own peak
+print('witness device peak GiB', st.get('peak_bytes_in_use', 0) / 2**30, 'in use after', st.get('bytes_in_use', 0) / 2**30)
 t = time.perf_counter(); jax.block_until_ready(s.witness(p[:1])); print('witness warm', time.perf_counter() - t)
 " > "$R/warm.log" 2>&1
  say "witness warm-up rc $?"

@@ -139,21 +139,18 @@ def bench_ntt(log_ns, out, reps, passes=(N.PASSES,), block=None, cap=None):
     """ntt of 2^k random values for each of ``passes`` (``ops.ntt._transform``:
     "parts", "inplace"); each checked by ``intt`` (default passes) giving x back.
     ``block`` (lanes, warps) and ``cap`` (registers): the in-place passes'
-    kernel block and register cap instead of Fr's (``KernelConfig.bn``,
-    ``num_warps``) and ``ops.ntt.PASS_MAX_REGISTERS`` (the next session's
-    NTT experiments: the passes run at ~50% of their multiply bound,
-    bench/NOTES.md session 35)."""
+    kernel block and register cap instead of ``ops.ntt.PASS_BLOCK`` and
+    ``ops.ntt.PASS_MAX_REGISTERS`` (the passes run at ~50% of their multiply
+    bound, bench/NOTES.md session 35; one setting per process: the
+    transforms' traces are cached)."""
     if block is not None or cap is not None:
-        cfg = N.Fr.config
-        if block is not None:
-            cfg = dataclasses.replace(cfg, bn=block[0], num_warps=block[1])
-        saved = N.Fr, N.PASS_MAX_REGISTERS
-        N.Fr = dataclasses.replace(N.Fr, config=cfg)
+        saved = N.PASS_BLOCK, N.PASS_MAX_REGISTERS
+        N.PASS_BLOCK = block if block is not None else N.PASS_BLOCK
         N.PASS_MAX_REGISTERS = cap if cap is not None else N.PASS_MAX_REGISTERS
         try:
             return bench_ntt(log_ns, out, reps, passes)
         finally:
-            N.Fr, N.PASS_MAX_REGISTERS = saved
+            N.PASS_BLOCK, N.PASS_MAX_REGISTERS = saved
     key = jax.random.PRNGKey(0)
     for ln in log_ns:
         dom = N.domain(ln)
@@ -165,8 +162,8 @@ def bench_ntt(log_ns, out, reps, passes=(N.PASSES,), block=None, cap=None):
             ok = bool(jnp.all(N.intt(X, dom) == x))
             t = time_fn(f, (x, dom), reps=reps)
             emit(base_record("ntt" if kind == "parts" else f"ntt_{kind}", ln, compile_s=comp,
-                             xla_peak_bytes=mem, checked=ok, passes=kind, bn=N.Fr.config.bn,
-                             num_warps=N.Fr.config.num_warps,
+                             xla_peak_bytes=mem, checked=ok, passes=kind, bn=N.PASS_BLOCK[0],
+                             num_warps=N.PASS_BLOCK[1],
                              pass_max_registers=N.PASS_MAX_REGISTERS, **t), out)
 
 
@@ -435,7 +432,8 @@ def main():
                     help="comma-separated: parts, inplace, loaded (ops.ntt._transform; "
                          "hypotheses 31 and 54)")
     ap.add_argument("--ntt-block", default=None,
-                    help="LANES:WARPS of the NTT's in-place pass kernels (default Fr's)")
+                    help="LANES:WARPS of the NTT's in-place pass kernels (default "
+                         "ops.ntt.PASS_BLOCK)")
     ap.add_argument("--ntt-cap", type=int, default=None,
                     help="register cap of the NTT's in-place passes (default "
                          "ops.ntt.PASS_MAX_REGISTERS)")

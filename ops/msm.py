@@ -141,8 +141,8 @@ class MSMConfig:
     fused_running: the bucket reduction's running sums as one kernel
     (``ops.segsum.running_sums``; curves with split formulas and ``horner``
     excepted) instead of an XLA loop of g steps (bench/NOTES.md session 35:
-    ~77 ms of that loop per 2^27 MSM in 20-bit windows; off until measured
-    on a GPU)."""
+    ~77 ms of that loop per 2^27 MSM in 20-bit windows; on in ``GPU_CONFIG``:
+    0.5-2% on an H100, sessions 35 and 37)."""
     window: int | None = None
     lanes: int = 1 << 19
     small_lanes: int = 1 << 14
@@ -177,7 +177,10 @@ class MSMConfig:
 # XYZZ buckets in the G1 accumulation (bench/NOTES.md hypothesis 55; session 30 on the H200:
 # MSM G1 at 2^24 276.0 -> 256.8 ms); the walk held to 200 registers in one-warp blocks, without
 # prefetching (64; session 33 on an H100, with 65's squares and sums: 163.0 -> 157.5 ms)
-GPU_CONFIG = MSMConfig(fused_split=True, xyzz=True, walk_registers=200, walk_block=(32, 1))
+# the bucket reduction's running sums in one kernel (session 35 on an H100: 2^27 c20 1.003 ->
+# 0.998 s; session 37: 2^24 149.5 -> 146.3 ms, 2^20 24.1 -> 23.7 ms)
+GPU_CONFIG = MSMConfig(fused_split=True, xyzz=True, walk_registers=200, walk_block=(32, 1),
+                       fused_running=True)
 # bucket_weight 1.5 on the CPU (not measured there): the widths the cost model of sessions 4-34
 # chose up to 2^14 points, where the CPU's MSMs are
 CPU_CONFIG = MSMConfig(lanes=1 << 8, small_lanes=1 << 5, min_steps=8, horner=True,

@@ -484,8 +484,13 @@ def _transform(x, tw, log_n: int, inverse: bool, passes: str = "inplace", order:
     if passes == "parts" or pl is None:
         return _parts(x, tw, log_n, inverse, dif)
     return by_platform(x, tw, default=lambda x, tw: _parts(x, tw, log_n, inverse, dif),
-                       cuda=lambda x, tw: _inplace(x, tw, log_n, inverse, Fr.config, dif,
+                       cuda=lambda x, tw: _inplace(x, tw, log_n, inverse, _pass_config(), dif,
                                                    loaded=passes == "loaded"))
+
+
+def _pass_config() -> KernelConfig:
+    """Fr's kernel config with the in-place passes' own block (``PASS_BLOCK``)."""
+    return dataclasses.replace(Fr.config, bn=PASS_BLOCK[0], num_warps=PASS_BLOCK[1])
 
 
 def _bit_reverse_last(x, log_n: int):
@@ -544,6 +549,12 @@ def _inplace(x, tw, log_n: int, inverse: bool, config: KernelConfig, dif: bool =
 # spilled bytes (bench/NOTES.md hypothesis 64; session 33 on an H100: NTT 2^24 12.52 -> 11.85 ms;
 # 200: 12.76, 128: 13.16)
 PASS_MAX_REGISTERS = 168
+
+# (lanes, warps) per program of the in-place passes where they run with Fr's own kernel
+# config: 32 lanes in one warp (bench/NOTES.md hypothesis 71; on an H100, 128:4 against
+# 32:1 at 2^24 12.11 -> 11.74 ms in session 35 and 11.88 -> 11.62 ms in session 37, at 2^27
+# 103.4 -> 101.3 ms; 64:2 11.78, 256:8 13.52)
+PASS_BLOCK = (32, 1)
 
 # the transforms' passes (``_transform``) on CUDA: in place with the twiddles loaded from the
 # domain's table (bench/NOTES.md hypotheses 31 and 54; session 30 on the H200: 2^24 13.84 ->

@@ -13,6 +13,9 @@ result was checked:
   others checked equal to the first; then scale_bitrev_loop / scale_bitrev_kernel, its
   coset scaling alone in ``scale_by_powers``' two forms (70), the kernel checked equal
   to the loop;
+* bit_reverse_gather / bit_reverse_tiled (``--bit-reverse``): the natural-order NTT's
+  bit reversal alone in its two forms (hypothesis 72), the tiled checked equal;
+  ``--ntt-bitrev tiled`` runs the ntt case with it;
 * msm: bases are P_i = k_i·G for device-random k_i, so Σ s_i·P_i must equal
   (Σ s_i·k_i mod r)·G, the dot product summed on the device and the right
   side computed by the fixed-base windowed multiplication;
@@ -163,8 +166,33 @@ def bench_ntt(log_ns, out, reps, passes=(N.PASSES,), block=None, cap=None):
             t = time_fn(f, (x, dom), reps=reps)
             emit(base_record("ntt" if kind == "parts" else f"ntt_{kind}", ln, compile_s=comp,
                              xla_peak_bytes=mem, checked=ok, passes=kind, bn=N.PASS_BLOCK[0],
+                             bit_reverse=N.BIT_REVERSE,
                              num_warps=N.PASS_BLOCK[1],
                              pass_max_registers=N.PASS_MAX_REGISTERS, **t), out)
+
+
+def bench_bit_reverse(log_ns, out, reps):
+    """The bit reversal of one Fr vector of 2^k (``ops.ntt._bit_reverse_last``'s
+    forms, hypothesis 72): the XLA gather against the tiled kernel, the tiled
+    result checked equal to the gather's."""
+    key = jax.random.PRNGKey(3)
+    cfg = N.Fr.config if jax.default_backend() == "gpu" else \
+        dataclasses.replace(N.Fr.config, interpret=True)          # the CPU: the kernel checked
+    forms = {"gather": lambda x: N._gather_bit_reverse(x, x.shape[-1].bit_length() - 1),
+             "tiled": lambda x: N._tiled_bit_reverse(x, x.shape[-1].bit_length() - 1,
+                                                     N.TILE_LOG, cfg)}
+    for ln in log_ns:
+        x = rand_fr(jax.random.fold_in(key, ln), 1 << ln)
+        want = None
+        for form, fn in forms.items():
+            f, comp, mem = aot(jax.jit(fn), x)
+            y = f(x)
+            want = y if want is None else want
+            t = time_fn(f, (x,), reps=reps)
+            emit(base_record(f"bit_reverse_{form}", ln, compile_s=comp, xla_peak_bytes=mem,
+                             checked=bool(jnp.all(y == want)), tile_log=N.TILE_LOG, **t), out)
+            del y
+        del want
 
 
 def bench_to_coset(log_ns, out, reps):
@@ -437,6 +465,11 @@ def main():
     ap.add_argument("--ntt-cap", type=int, default=None,
                     help="register cap of the NTT's in-place passes (default "
                          "ops.ntt.PASS_MAX_REGISTERS)")
+    ap.add_argument("--ntt-bitrev", choices=N.BIT_REVERSE_FORMS, default=None,
+                    help="the natural-order NTT's bit reversal on CUDA (ops.ntt.BIT_REVERSE; "
+                         "hypothesis 72)")
+    ap.add_argument("--bit-reverse", type=ints, default=[],
+                    help="sizes of the bit reversal alone, gather against tiled (hypothesis 72)")
     ap.add_argument("--to-coset", type=ints, default=[],
                     help="sizes of h's coset transform, natural order against bit-reversed (hypothesis 34)")
     ap.add_argument("--g1", type=ints, default=[])
@@ -498,6 +531,8 @@ def main():
                                                                     num_warps=warps))
     except ValueError as e:
         ap.error(f"--g1-configs / --g1-mul-rows / --g1-block: {e}")
+    if a.ntt_bitrev:
+        N.BIT_REVERSE = a.ntt_bitrev             # read when a transform is traced
     if a.ntt:
         block = None
         if a.ntt_block:
@@ -509,6 +544,8 @@ def main():
                 ap.error(f"--ntt-block {a.ntt_block}: LANES:WARPS, LANES a power of two >= 32")
         bench_ntt(a.ntt, a.out, a.reps, [p for p in a.ntt_passes.split(",") if p], block,
                   a.ntt_cap)
+    if a.bit_reverse:
+        bench_bit_reverse(a.bit_reverse, a.out, a.reps)
     if a.to_coset:
         bench_to_coset(a.to_coset, a.out, a.reps)
     if a.g1 or a.bits:

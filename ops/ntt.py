@@ -494,9 +494,62 @@ def _pass_config() -> KernelConfig:
 
 
 def _bit_reverse_last(x, log_n: int):
-    """x with its last axis (2^log_n) in bit-reversed order: one gather."""
+    """x with its last axis (2^log_n) in bit-reversed order: in ``BIT_REVERSE``'s
+    form on CUDA ("tiled": ``_tiled_bit_reverse``), else one gather."""
+    gather = lambda x: _gather_bit_reverse(x, log_n)
+    if BIT_REVERSE == "gather" or pl is None or log_n < 2 * TILE_LOG:
+        return gather(x)
+    return by_platform(x, default=gather,
+                       cuda=lambda x: _tiled_bit_reverse(x, log_n, TILE_LOG, Fr.config))
+
+
+def _gather_bit_reverse(x, log_n: int):
+    """``_bit_reverse_last`` as one XLA gather (at 2^27 on an H100 ~38 ms: each
+    4-byte read its own sector, bench/NOTES.md session 37)."""
     idx = jnp.arange(1 << log_n, dtype=jnp.int32)
     return jnp.take(x, _bit_reverse(idx, log_n), axis=-1)
+
+
+def _tiled_bit_reverse(x, log_n: int, t: int, config: KernelConfig):
+    """``_bit_reverse_last`` by tiles (bench/NOTES.md hypothesis 72): with the
+    index i = (a, b, c), a and c of t bits, rev(i) = (rev c, rev b, rev a).
+    For each b the 2^t × 2^t tile x[a, b, c] (rows of 2^t contiguous
+    elements) goes to the tile y[·, rev b, ·] transposed with both axes
+    bit-reversed — which is the reversal of all 2t index bits, i.e. the
+    tile reshaped to 2t axes of 2 and those axes reversed, inside the
+    program.  One Pallas program per (row, b): reads and writes whole
+    2^t-element runs instead of one element per access.  x ``(8, *batch,
+    2^log_n)``, log_n ≥ 2t."""
+    shape = x.shape
+    rows = math.prod(shape[:-1])
+    m = log_n - 2 * t
+    T = 1 << t
+    x4 = x.reshape(rows, T, 1 << m, T)
+    flip = tuple(range(2 * t - 1, -1, -1))
+
+    def kernel(x_ref, o_ref):
+        v = x_ref[0, :, 0, :]                                         # (T, T): [a, c]
+        o_ref[0, :, 0, :] = v.reshape((2,) * (2 * t)).transpose(flip).reshape(T, T)
+
+    block = (1, T, 1, T)
+    y = pl.pallas_call(
+        kernel,
+        out_shape=jax.ShapeDtypeStruct(x4.shape, x.dtype),
+        grid=(rows, 1 << m),
+        in_specs=[pl.BlockSpec(block, lambda r, b: (r, 0, b, 0))],
+        out_specs=pl.BlockSpec(block, lambda r, b: (r, 0, _bit_reverse(b, m), 0)),
+        compiler_params=plgpu.CompilerParams(num_warps=config.num_warps, num_stages=1),
+        interpret=config.interpret,
+        name="bit_reverse_tiled",
+    )(x4)
+    return y.reshape(shape)
+
+
+# the bit reversal's form on CUDA (``_bit_reverse_last``): "gather" until a GPU measures
+# "tiled" (hypothesis 72); tiles of 2^TILE_LOG × 2^TILE_LOG elements
+BIT_REVERSE = "gather"
+BIT_REVERSE_FORMS = ("gather", "tiled")
+TILE_LOG = 5
 
 
 def _twiddles(tw, n: int, g: int, h: int):

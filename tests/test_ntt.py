@@ -277,3 +277,26 @@ def test_scale_pass_lowers_for_cuda_and_forms_are_named():
         N.scale_by_powers(x, table, form="fast")
     with pytest.raises(ValueError, match="the table has powers for 2048"):
         N.scale_by_powers(x, N.power_table(N.GENERATOR, 11))
+
+
+@pytest.mark.parametrize("log_n,t,batch", [(6, 3, 2), (7, 2, 1), (4, 2, 3)])
+def test_tiled_bit_reverse_equals_the_gather(log_n, t, batch):
+    """``_tiled_bit_reverse`` (hypothesis 72: 2^t × 2^t tiles, the reversal
+    of their 2t index bits inside a program; interpret mode) against the
+    gather and against rev computed with Python ints, batch axes kept."""
+    from ops.elementwise import KernelConfig
+    n = 1 << log_n
+    x = jnp.arange(8 * batch * n, dtype=jnp.uint32).reshape(8, batch, n)
+    got = N._tiled_bit_reverse(x, log_n, t, KernelConfig(interpret=True))
+    rev = [int(format(i, f"0{log_n}b")[::-1], 2) for i in range(n)]
+    assert np.array_equal(np.asarray(got), np.asarray(x)[..., rev])
+    assert np.array_equal(np.asarray(got), np.asarray(N._gather_bit_reverse(x, log_n)))
+
+
+def test_tiled_bit_reverse_lowers_for_cuda():
+    import jax
+    from ops.elementwise import KernelConfig
+    x = jnp.zeros((8, 3, 1 << 12), jnp.uint32)
+    f = jax.jit(lambda x: N._tiled_bit_reverse(x, 12, N.TILE_LOG, KernelConfig()))
+    assert f.trace(x).lower(lowering_platforms=("cuda",)).as_text().count(
+        "__gpu$xla.gpu.triton") == 1

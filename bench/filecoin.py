@@ -727,7 +727,14 @@ def run_case(kind: str, size: str, reps: int = 5, env: dict | None = None,
             _say("no device memory statistics here: no ballast, the budget is not enforced")
         elif hold:
             ballast = jax.block_until_ready(jnp.zeros((hold // 4,), jnp.uint32))
-            _say(f"ballast of {gib(hold)} held: {gib(device_budget)} free for the proofs")
+            st = jax.devices()[0].memory_stats() or {}
+            # what is left and in how large a piece (session 37: the witness, 8.0 GiB at its
+            # peak alone, ran out of memory within a 14 GiB budget: fragmentation, or more held)
+            rec["after_ballast_in_use_bytes"] = st.get("bytes_in_use")
+            rec["after_ballast_largest_free_bytes"] = st.get("largest_free_block_bytes")
+            _say(f"ballast of {gib(hold)} held: {gib(device_budget)} free for the proofs "
+                 f"(in use {gib(st.get('bytes_in_use', 0))} of {gib(st.get('bytes_limit', 0))}, "
+                 f"largest free block {gib(st.get('largest_free_block_bytes', 0))})")
 
     t = time.perf_counter()
     parts = synthetic_parts(kind, size, challenges, seed, circuit_dir)

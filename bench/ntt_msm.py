@@ -169,7 +169,7 @@ def bench_ntt(log_ns, out, reps, passes=(N.PASSES,), block=None, cap=None):
             t = time_fn(f, (x, dom), reps=reps)
             emit(base_record("ntt" if kind == "parts" else f"ntt_{kind}", ln, compile_s=comp,
                              xla_peak_bytes=mem, checked=ok, passes=kind, bn=N.PASS_BLOCK[0],
-                             bit_reverse=N.BIT_REVERSE,
+                             bit_reverse=N.BIT_REVERSE, radix_log=N.RADIX_LOG,
                              num_warps=N.PASS_BLOCK[1],
                              pass_max_registers=N.PASS_MAX_REGISTERS, **t), out)
 
@@ -511,6 +511,9 @@ def main():
     ap.add_argument("--ntt-cap", type=int, default=None,
                     help="register cap of the NTT's in-place passes (default "
                          "ops.ntt.PASS_MAX_REGISTERS)")
+    ap.add_argument("--ntt-radix", type=int, choices=(1, 2, 3, 4), default=None,
+                    help="radix-2^R passes (ops.ntt.RADIX_LOG, default 3; hypothesis 73: "
+                         "fewer registers a pass against more passes)")
     ap.add_argument("--ntt-bitrev", choices=N.BIT_REVERSE_FORMS, default=None,
                     help="the natural-order NTT's bit reversal on CUDA (ops.ntt.BIT_REVERSE; "
                          "hypothesis 72)")
@@ -581,6 +584,8 @@ def main():
         ap.error(f"--g1-configs / --g1-mul-rows / --g1-block: {e}")
     if a.ntt_bitrev:
         N.BIT_REVERSE = a.ntt_bitrev             # read when a transform is traced
+    if a.ntt_radix:
+        N.RADIX_LOG = a.ntt_radix
     if a.ntt:
         block = None
         if a.ntt_block:

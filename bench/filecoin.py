@@ -676,7 +676,7 @@ def run_case(kind: str, size: str, reps: int = 5, env: dict | None = None,
         got = G.load_keys(keys_dir, kname, host=keys_in_host)
         if got is None:
             raise ValueError(f"keys {kname} vanished from {keys_dir}")
-        pk, vk = got
+        (pk, vk), got = got, None
         rec["keys_load_s"] = time.perf_counter() - t
         rec["keys_loaded"] = kname
     else:
@@ -715,10 +715,6 @@ def run_case(kind: str, size: str, reps: int = 5, env: dict | None = None,
         rec["host_plan_prepared"] = host_plan.blocks is not None
         _say(f"the SpMV's row blocks {'prepared' if host_plan.blocks else 'cut per proof'} "
              f"in {rec['host_plan_s']:.1f} s")
-    res = E.Resident(pk, vk, m, _nbytes((pk, vk, m, dom, pos), device_only=True), dom, pos,
-                     host_plan, {}, "resident" if not keys_in_host else
-                     "streaming" if out_of_core is None else "out-of-core", out_of_core)
-    rec["key_bytes"], rec["resident_bytes"] = _nbytes((pk, vk)), res.nbytes
     ballast = None
     if device_budget is not None:
         hold = ballast_bytes(jax.devices()[0].memory_stats(), device_budget)
@@ -726,15 +722,19 @@ def run_case(kind: str, size: str, reps: int = 5, env: dict | None = None,
         if hold is None:
             _say("no device memory statistics here: no ballast, the budget is not enforced")
         elif hold:
-            ballast = jax.block_until_ready(jnp.zeros((hold // 4,), jnp.uint32))
+            box = [pk, vk, pos]
+            del pk, vk, pos
+            ballast, (pk, vk, pos) = ballast_below(box, hold)
             st = jax.devices()[0].memory_stats() or {}
-            # what is left and in how large a piece (session 37: the witness, 8.0 GiB at its
-            # peak alone, ran out of memory within a 14 GiB budget: fragmentation, or more held)
             rec["after_ballast_in_use_bytes"] = st.get("bytes_in_use")
             rec["after_ballast_largest_free_bytes"] = st.get("largest_free_block_bytes")
             _say(f"ballast of {gib(hold)} held: {gib(device_budget)} free for the proofs "
                  f"(in use {gib(st.get('bytes_in_use', 0))} of {gib(st.get('bytes_limit', 0))}, "
                  f"largest free block {gib(st.get('largest_free_block_bytes', 0))})")
+    res = E.Resident(pk, vk, m, _nbytes((pk, vk, m, dom, pos), device_only=True), dom, pos,
+                     host_plan, {}, "resident" if not keys_in_host else
+                     "streaming" if out_of_core is None else "out-of-core", out_of_core)
+    rec["key_bytes"], rec["resident_bytes"] = _nbytes((pk, vk)), res.nbytes
 
     t = time.perf_counter()
     parts = synthetic_parts(kind, size, challenges, seed, circuit_dir)
@@ -835,6 +835,25 @@ def ballast_bytes(stats: dict | None, budget: int) -> int | None:
     if budget <= 0:
         raise ValueError(f"device budget must be positive, got {budget}")
     return max(0, int(stats["bytes_limit"]) - int(stats["bytes_in_use"]) - budget) // 4 * 4
+
+
+def ballast_below(box: list, hold: int):
+    """(ballast, the arrays of ``box``): a ballast of ``hold`` bytes allocated
+    at the bottom of the device pool, below the device arrays of ``box``
+    (moved to host memory while it is allocated, then placed again; ``box``
+    is emptied, so the caller holds no device copy meanwhile).  The budget
+    it leaves is then one free region above it, not the holes that the
+    setup's freed temporaries left between live arrays (session 37: a 14 GiB
+    budget could not hold the 32GiB witness's 8.0 GiB peak)."""
+    tree = list(box)
+    box.clear()
+    leaves, treedef = jax.tree_util.tree_flatten(tree)
+    del tree
+    placed = [isinstance(x, jax.Array) for x in leaves]
+    leaves = [np.asarray(jax.device_get(x)) if d else x for x, d in zip(leaves, placed)]
+    ballast = jax.block_until_ready(jnp.zeros((hold // 4,), jnp.uint32))
+    leaves = [jax.device_put(x) if d else x for x, d in zip(leaves, placed)]
+    return ballast, jax.tree_util.tree_unflatten(treedef, leaves)
 
 
 def keys_name(kind: str, size: str, challenges: int | None, split: bool, m) -> str:

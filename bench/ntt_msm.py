@@ -16,8 +16,9 @@ result was checked:
 * bit_reverse_gather / bit_reverse_tiled (``--bit-reverse``): the natural-order NTT's
   bit reversal alone in its two forms (hypothesis 72), the tiled checked equal;
   ``--ntt-bitrev tiled`` runs the ntt case with it;
-* add_pairs_G1 (``--pairs``): hypothesis 69's pairwise affine additions with one batched
-  inversion per lane run, ns per pair against the walk's ns per entry; the first 4096
+* add_pairs_G1_stored / add_pairs_G1_reload (``--pairs``): hypothesis 69's pairwise
+  affine additions with one batched inversion per lane run (operands kept in scratch, or
+  the bases loaded again), ns per pair against the walk's ns per entry; the first 4096
   sums checked against (±k_a ± k_b)·G;
 * msm: bases are P_i = k_i·G for device-random k_i, so Σ s_i·P_i must equal
   (Σ s_i·k_i mod r)·G, the dot product summed on the device and the right
@@ -218,9 +219,6 @@ def bench_pairs(log_ns, out, reps):
         idx = jax.random.randint(kk, (2 * n,), 0, nb, jnp.int32).astype(jnp.uint32)
         sign = jax.random.bits(jax.random.fold_in(kk, 1), (2 * n,), jnp.uint32) >> 31
         pay = idx | (sign << 31)
-        fn = jax.jit(lambda b, p: BA.add_pairs(curve, b, p))
-        f, comp, mem = aot(fn, bases, pay)
-        sums, ident = f(bases, pay)
         m = 4096
         if kint is None:
             kint = [int(v) for v in Fr.to_int(np.asarray(k))]     # k holds Montgomery forms
@@ -230,15 +228,19 @@ def bench_pairs(log_ns, out, reps):
               for q in range(m)]
         want = G1.to_affine(G1.fixed_base_mul(G1.generator_affine(),
                                               jnp.asarray(Fr.from_int(sc)), window=4))
-        got = sums[:m].T.reshape(G1.aff + (m,))
-        ok = bool(jnp.all((got == want).reshape(-1, m).all(axis=0) | ident[:m])) and \
-            not bool(jnp.any(ident[:m] != jnp.asarray([v == 0 for v in sc])))
-        t = time_fn(f, (bases, pay), reps=reps)
-        emit(base_record("add_pairs_G1", ln, compile_s=comp, xla_peak_bytes=mem, checked=ok,
-                         run=BA.RUN, lanes=BA.LANES, bases=nb,
-                         ns_per_pair=t["median_s"] / n * 1e9, walk_ns_per_entry_h100=0.523,
-                         **t), out)
-        del sums, ident
+        for stored in (True, False):
+            fn = jax.jit(functools.partial(BA.add_pairs, curve, stored=stored))
+            f, comp, mem = aot(fn, bases, pay)
+            sums, ident = f(bases, pay)
+            got = sums[:m].T.reshape(G1.aff + (m,))
+            ok = bool(jnp.all((got == want).reshape(-1, m).all(axis=0) | ident[:m])) and \
+                not bool(jnp.any(ident[:m] != jnp.asarray([v == 0 for v in sc])))
+            t = time_fn(f, (bases, pay), reps=reps)
+            emit(base_record(f"add_pairs_G1_{'stored' if stored else 'reload'}", ln,
+                             compile_s=comp, xla_peak_bytes=mem, checked=ok, run=BA.RUN,
+                             lanes=BA.LANES, bases=nb, ns_per_pair=t["median_s"] / n * 1e9,
+                             walk_ns_per_entry_h100=0.523, **t), out)
+            del sums, ident
 
 
 def bench_to_coset(log_ns, out, reps):

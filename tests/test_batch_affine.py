@@ -38,13 +38,14 @@ def test_add_pairs_equals_the_scalar_sums():
     entries[6:8] = [(2, 1), (7, 1)]                        # −P + −P through another index
     entries[10:12] = [(5, 1), (5, 0)]                      # −P + P
     pay = jnp.asarray([i | (s << 31) for i, s in entries], jnp.uint32)
-    out, ident = BA.add_pairs(G1I, bases, pay, run=run, bn=lanes)
-    got = G1.to_affine_ints(out.T.reshape(G1.aff + (pairs,)), projective=False)
-    for p in range(pairs):
-        s = sum(-ks[i] if sgn else ks[i] for i, sgn in entries[2 * p:2 * p + 2]) % R
-        assert bool(ident[p]) == (s == 0), p
-        if s:
-            assert got[p] == _g1(s), p
+    for stored in (True, False):        # operands kept in scratch, or the bases loaded again
+        out, ident = BA.add_pairs(G1I, bases, pay, run=run, bn=lanes, stored=stored)
+        got = G1.to_affine_ints(out.T.reshape(G1.aff + (pairs,)), projective=False)
+        for p in range(pairs):
+            s = sum(-ks[i] if sgn else ks[i] for i, sgn in entries[2 * p:2 * p + 2]) % R
+            assert bool(ident[p]) == (s == 0), (stored, p)
+            if s:
+                assert got[p] == _g1(s), (stored, p)
 
 
 def test_add_pairs_refuses_bad_shapes_and_lowers_for_cuda():

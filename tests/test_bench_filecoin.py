@@ -500,6 +500,22 @@ def test_ballast_leaves_the_budget_free():
         F.main(["--kinds", "porep", "--sizes", "2KiB", "--device-budget-gib", "0"])
 
 
+def test_ballast_below_moves_the_arrays_around_it():
+    """``ballast_below``: the ballast has the asked bytes; the box's device
+    arrays come back placed with their values, host arrays untouched, and
+    the caller's box is emptied (no device copy held meanwhile)."""
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+    a, h = jnp.arange(12, dtype=jnp.uint32).reshape(3, 4), np.arange(5)
+    box = [a, (h, {"k": a + 1})]
+    ballast, (a2, (h2, d)) = F.ballast_below(box, 4096)
+    assert box == [] and ballast.nbytes == 4096
+    assert isinstance(a2, jax.Array) and np.array_equal(np.asarray(a2), np.asarray(a))
+    assert h2 is h and isinstance(d["k"], jax.Array) and np.array_equal(np.asarray(d["k"]),
+                                                                         np.asarray(a) + 1)
+
+
 def test_a_device_budget_below_the_proofs_plan_is_refused_before_the_setup(tmp_path):
     """The proving stage is planned against --device-budget-gib (the setup
     against the whole pool): a budget below it stops before the setup."""

@@ -18,7 +18,9 @@ chunk by chunk (``scale_by_powers``): a length-n coset vector is 4 GiB at
 2^27, and two of them decided whether a 32GiB partition's proof fits beside
 its resident key (bench/NOTES.md, session 14).
 
-Structure: iterative Cooley–Tukey (DIT) after a bit-reversal gather, with
+Structure: iterative Cooley–Tukey (DIT) after a bit reversal (on CUDA a
+tiled permutation, one Pallas kernel: ``_tiled_bit_reverse``; elsewhere one
+gather), with
 three radix-2 stages fused into one radix-8 kernel: each group of stages
 splits the array into its 8 strided parts by a reshape and slices (no
 gathers or scatters), calls one kernel and stacks the results back, so a
@@ -452,8 +454,8 @@ def _transform(x, tw, log_n: int, inverse: bool, passes: str = "inplace", order:
     """Radix-2^r Cooley–Tukey over the last axis with twiddles tw[k] = ω_n^k
     (k < n/2; ω_n^(−k) when ``inverse``), without the 1/n.
 
-    ``order``: "nn" natural in and out (one bit-reversal gather, then the DIT
-    passes); "rn" bit-reversed in, natural out (the DIT passes alone); "nr"
+    ``order``: "nn" natural in and out (one bit reversal, ``_bit_reverse_last``,
+    then the DIT passes); "rn" bit-reversed in, natural out (the DIT passes alone); "nr"
     natural in, bit-reversed out (the DIF passes: the transpose of "rn" —
     the DFT matrix F is symmetric, F = L·P with L the DIT passes and P the
     bit reversal, so P·F = Lᵀ: the groups in reverse order, each block
@@ -653,7 +655,7 @@ def coset_intt(X, dom: Domain, passes: str = PASSES):
 @jax.jit
 def bit_reverse(x):
     """x ``(8, *batch, n)`` with its last axis (n = 2^k) in bit-reversed
-    order: y_i = x_rev(i) (an involution; one gather)."""
+    order: y_i = x_rev(i) (an involution; ``_bit_reverse_last``)."""
     n = x.shape[-1]
     if n & (n - 1):
         raise ValueError(f"bit_reverse: the last axis must be a power of two, got {n}")

@@ -122,7 +122,7 @@ def _kernel(curve: Curve, run: int, bn: int, stored: bool):
             plgpu.store(flag_ref.at[p], ident.astype(jnp.int32))
             return rows(F.mul(inv, den), fp)
 
-        one = rows(F.one(F.like(_nest([first.astype(jnp.uint32)] * n_f, fp))), fp)
+        one = rows(F.one(first.astype(jnp.uint32)), fp)             # a row of the lanes' shape
         one = (cap_registers(one[0], curve.config),) + one[1:]
         acc = lax.fori_loop(0, run, forward, one)
         inv = rows(F.inv(_nest(list(acc), fp)), fp)

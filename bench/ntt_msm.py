@@ -16,10 +16,6 @@ result was checked:
 * bit_reverse_gather / bit_reverse_tiled (``--bit-reverse``): the natural-order NTT's
   bit reversal alone in its two forms (hypothesis 72), the tiled checked equal;
   ``--ntt-bitrev tiled`` runs the ntt case with it;
-* add_pairs_G1_stored / add_pairs_G1_reload (``--pairs``): hypothesis 69's pairwise
-  affine additions with one batched inversion per lane run (operands kept in scratch, or
-  the bases loaded again), ns per pair against the walk's ns per entry; the first 4096
-  sums checked against (±k_a ± k_b)·G;
 * msm: bases are P_i = k_i·G for device-random k_i, so Σ s_i·P_i must equal
   (Σ s_i·k_i mod r)·G, the dot product summed on the device and the right
   side computed by the fixed-base windowed multiplication;
@@ -197,50 +193,6 @@ def bench_bit_reverse(log_ns, out, reps):
                              checked=bool(jnp.all(y == want)), tile_log=N.TILE_LOG, **t), out)
             del y
         del want
-
-
-def bench_pairs(log_ns, out, reps):
-    """Hypothesis 69's go / no-go: ``ops.batch_affine.add_pairs`` on 2^k pairs
-    of random entries (payloads: a random base of up to 2^22, a random sign),
-    ns per pair against the walk's ns per entry (each is one addition; the
-    walk's fitted 0.523 ns on an H100, session 35).  Checked: the first 4096
-    sums against (±k_a ± k_b)·G by the fixed-base multiplication."""
-    from ops import batch_affine as BA
-    curve = G1 if jax.default_backend() == "gpu" else \
-        dataclasses.replace(G1, config=dataclasses.replace(G1.config, interpret=True))
-    key = jax.random.PRNGKey(69)
-    nb = 1 << min(max(log_ns), 22)
-    k = rand_fr(jax.random.fold_in(key, 1), nb)
-    bases = M.point_major(G1, make_bases(G1, k))
-    kint = None
-    for ln in log_ns:
-        n = 1 << ln
-        kk = jax.random.fold_in(key, 100 + ln)
-        idx = jax.random.randint(kk, (2 * n,), 0, nb, jnp.int32).astype(jnp.uint32)
-        sign = jax.random.bits(jax.random.fold_in(kk, 1), (2 * n,), jnp.uint32) >> 31
-        pay = idx | (sign << 31)
-        m = 4096
-        if kint is None:
-            kint = [int(v) for v in Fr.to_int(np.asarray(k))]     # k holds Montgomery forms
-        ph = np.asarray(pay[:2 * m])
-        sc = [((-1 if ph[2 * q] >> 31 else 1) * kint[ph[2 * q] & 0x7FFFFFFF] +
-               (-1 if ph[2 * q + 1] >> 31 else 1) * kint[ph[2 * q + 1] & 0x7FFFFFFF]) % Fr.p
-              for q in range(m)]
-        want = G1.to_affine(G1.fixed_base_mul(G1.generator_affine(),
-                                              jnp.asarray(Fr.from_int(sc)), window=4))
-        for stored in (True, False):
-            fn = jax.jit(functools.partial(BA.add_pairs, curve, stored=stored))
-            f, comp, mem = aot(fn, bases, pay)
-            sums, ident = f(bases, pay)
-            got = sums[:m].T.reshape(G1.aff + (m,))
-            ok = bool(jnp.all((got == want).reshape(-1, m).all(axis=0) | ident[:m])) and \
-                not bool(jnp.any(ident[:m] != jnp.asarray([v == 0 for v in sc])))
-            t = time_fn(f, (bases, pay), reps=reps)
-            emit(base_record(f"add_pairs_G1_{'stored' if stored else 'reload'}", ln,
-                             compile_s=comp, xla_peak_bytes=mem, checked=ok, run=BA.RUN,
-                             lanes=BA.LANES, bases=nb, ns_per_pair=t["median_s"] / n * 1e9,
-                             walk_ns_per_entry_h100=0.523, **t), out)
-            del sums, ident
 
 
 def bench_to_coset(log_ns, out, reps):
@@ -521,8 +473,6 @@ def main():
                          "hypothesis 72)")
     ap.add_argument("--bit-reverse", type=ints, default=[],
                     help="sizes of the bit reversal alone, gather against tiled (hypothesis 72)")
-    ap.add_argument("--pairs", type=ints, default=[],
-                    help="sizes (pairs) of batch_affine.add_pairs, hypothesis 69's go/no-go")
     ap.add_argument("--to-coset", type=ints, default=[],
                     help="sizes of h's coset transform, natural order against bit-reversed (hypothesis 34)")
     ap.add_argument("--g1", type=ints, default=[])
@@ -601,8 +551,6 @@ def main():
                   a.ntt_cap)
     if a.bit_reverse:
         bench_bit_reverse(a.bit_reverse, a.out, a.reps)
-    if a.pairs:
-        bench_pairs(a.pairs, a.out, a.reps)
     if a.to_coset:
         bench_to_coset(a.to_coset, a.out, a.reps)
     if a.g1 or a.bits:

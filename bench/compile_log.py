@@ -6,7 +6,8 @@ jit``), lowering the jaxpr to an MLIR module (``Finished jaxpr to MLIR module
 conversion jit(NAME)``: the Pallas kernels' Triton IR is built here) and in
 XLA (``Finished XLA compilation of jit(NAME)``: a compile, or, after
 ``Persistent compilation cache hit``, loading the cached executable; misses
-are logged with ``JAX_EXPLAIN_CACHE_MISSES=1``).  This
+are logged with ``JAX_EXPLAIN_CACHE_MISSES=1``, which on jax 0.11.2 breaks
+kernels traced under ``jax.default_device``: README, "Proving").  This
 reads such a log and prints one JSON record: per stage the total seconds,
 the cache hits and misses, and the programs that cost most.  It is how
 bench/NOTES.md hypothesis 23 (a restart with a warm cache still costs ~85 s

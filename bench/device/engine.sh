@@ -18,8 +18,9 @@
 # 5. `two` (on a machine of two GPUs, kind nvidia-h200-x2): step 2 with one worker per GPU,
 #    6 proofs; its throughput over step 2's is the scaling ratio (goal >= 1.8).  Checked on
 #    the CPU with two virtual devices (tests/test_bench_engine.py, slow).
-# Every step runs under JAX_LOG_COMPILES=1 and JAX_EXPLAIN_CACHE_MISSES=1 (hypotheses 26,
-# 30: bench.compile_log sums a log).
+# Every step runs under JAX_LOG_COMPILES=1 (hypotheses 26, 30: bench.compile_log sums a log);
+# EXPLAIN=1 adds JAX_EXPLAIN_CACHE_MISSES=1, off by default (on jax 0.11.2 it breaks the
+# lowering of a kernel traced under jax.default_device: fc32.sh, session 38).
 # $STEPS picks and orders them (default "shaped budget mixed"; on two GPUs "shaped two"); every record goes to
 # $R/engine.jsonl, each step's log to $R/<step>.log; `done` marks the end.
 set -u
@@ -34,7 +35,7 @@ say() { echo "[$(date +%T)] $*" >> "$R/pipe.log"; }
 say "start at ${JAXPROVE_COMMIT:-unknown commit}"
 say "$(bash "$(dirname "$0")/cache.sh" unpack 2>&1)"
 ROWS=${ROWS:-4000000} PARTS=${PARTS:-10}
-E="env JAX_LOG_COMPILES=1 JAX_EXPLAIN_CACHE_MISSES=1 python3 -m bench.engine --rows $ROWS --partitions $PARTS --cache --out $R/engine.jsonl"
+E="env JAX_LOG_COMPILES=1 ${EXPLAIN:+JAX_EXPLAIN_CACHE_MISSES=1} python3 -m bench.engine --rows $ROWS --partitions $PARTS --cache --out $R/engine.jsonl"
 for step in ${STEPS:-shaped budget mixed}; do
     case $step in
     shaped) cmd="$E --case porep_shaped --proofs 5" ;;

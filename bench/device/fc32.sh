@@ -77,12 +77,16 @@ wait $REC $GPU
 say "proving"
 # JAX_LOG_COMPILES: session 14's first streaming WindowPoSt proof was still compiling after
 # 12 minutes with nothing to say where (bench.compile_log reads the lines)
+# EXPLAIN=1 adds JAX_EXPLAIN_CACHE_MISSES=1, off by default: on jax 0.11.2 a tracing cache
+# miss under it (here: the 16 GB mode's jax.default_device context) breaks Pallas-Triton's
+# lowering of a reduction ("not enough values to unpack" in _reduction_lowering; session 38,
+# bench/device/probe_bits.py), which ended that run in msm_a
 if [ -n "${SIXTEEN:-}" ]; then
     MODE="--msm-budget-gib ${MSM_GIB:-5} --out-of-core-gib ${OOC_GIB:-9} --device-budget-gib ${BUDGET_GIB:-14} ${RESIDENT:+--then-resident}"
 else
     MODE="--msm-budget-gib 16 ${RESIDENT:+--then-resident} ${STREAM_REPS:+--streaming-reps $STREAM_REPS}"
 fi
-JAX_LOG_COMPILES=1 JAX_EXPLAIN_CACHE_MISSES=1 XLA_PYTHON_CLIENT_MEM_FRACTION=0.95 timeout 1500 python3 -m bench.filecoin --kinds "$K" \
+JAX_LOG_COMPILES=1 ${EXPLAIN:+JAX_EXPLAIN_CACHE_MISSES=1} XLA_PYTHON_CLIENT_MEM_FRACTION=0.95 timeout 1500 python3 -m bench.filecoin --kinds "$K" \
     --sizes "$Z" --circuit-dir "$D" --cache --keys-in-host-memory $MODE \
     --no-verify --reps ${REPS:-5} --save "$R/fc" \
     --out "$R/${K}32.jsonl" > "$R/prove.log" 2>&1

@@ -498,6 +498,9 @@ def _pass_config() -> KernelConfig:
 def _bit_reverse_last(x, log_n: int):
     """x with its last axis (2^log_n) in bit-reversed order: in ``BIT_REVERSE``'s
     form on CUDA ("tiled": ``_tiled_bit_reverse``), else one gather."""
+    if BIT_REVERSE not in BIT_REVERSE_FORMS:
+        raise ValueError(f"ops.ntt.BIT_REVERSE must be one of {BIT_REVERSE_FORMS}, "
+                         f"got {BIT_REVERSE!r}")
     gather = lambda x: _gather_bit_reverse(x, log_n)
     if BIT_REVERSE == "gather" or pl is None or log_n < 2 * TILE_LOG:
         return gather(x)

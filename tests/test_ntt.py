@@ -90,6 +90,13 @@ def test_bad_input_is_named():
             f(jnp.zeros((8, 4), jnp.uint32), N.domain(2, cosets=False))
 
 
+
+def test_unknown_bit_reverse_form_is_named(monkeypatch):
+    monkeypatch.setattr(N, "BIT_REVERSE", "tild")
+    with pytest.raises(ValueError, match="BIT_REVERSE must be one of"):
+        N._bit_reverse_last(jnp.zeros((8, 4), jnp.uint32), 2)   # where ntt reads it, traced
+
+
 @pytest.mark.parametrize("k,batch,loaded", [(1, 1, False), (3, 2, False), (4, 3, False),
                                              (7, 2, True)])
 def test_inplace_passes_equal_the_naive_transform(k, batch, loaded):

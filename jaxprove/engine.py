@@ -596,18 +596,17 @@ class Groth16Prover:
                 self._matrices[spec.topology] = pce.to_host(m)
             return self._matrices[spec.topology]
 
-    def _mode_plan(self, spec, m, device, pos):
+    def _mode_plan(self, spec, m, device, split: bool):
         """The circuit's ``modes.ModePlan`` on ``device`` (``memory_mode``),
-        decided once per topology (``pos``: its host MSM positions);
-        MemoryError where the device cannot hold even that mode's floor
-        (``modes.check_fits_device``)."""
+        decided once per topology (``split``: whether a resident key would be
+        held split, ``_split_resident``); MemoryError where the device cannot
+        hold even that mode's floor (``modes.check_fits_device``)."""
         import numpy as np
 
         from jaxprove import memory, modes, pce
         capacity = memory.device_capacity(device)
         # the key as held on the device (only a resident one is): split where its merged MSM
         # passes do not fit (B1 and B2 keep only the variables that occur in B), else whole
-        split = self._split_resident(m, pos, capacity)
         b_vars = int(np.count_nonzero(np.asarray(m.b_input_density))
                      + np.count_nonzero(np.asarray(m.b_aux_density))) if split else None
         if self.memory_mode is None:
@@ -720,7 +719,8 @@ class Groth16Prover:
         # refused before anything is placed where the device cannot hold even the mode's floor
         # (e.g. a 32GiB partition's ~73 GiB key on a 16 GB card), naming the mode that fits
         host_pos = G.msm_positions(m, device=False)       # once: ~5 s at 32GiB
-        mp = self._mode_plan(spec, m, device, host_pos)
+        split = self._split_resident(m, host_pos, memory.device_capacity(device))
+        mp = self._mode_plan(spec, m, device, split)
         # out of core the matrices stay in host memory (row blocks go to the device per proof)
         # and h needs no resident domain
         ooc = mp.mode == "out-of-core"
@@ -728,8 +728,7 @@ class Groth16Prover:
         with jax.default_device(device):
             dom = None if ooc else N.domain(G.domain_log(m.rows))
             pos = jax.device_put(host_pos, device)
-        split = mp.mode == "resident" and self._split_resident(
-            m, pos, memory.device_capacity(device))
+        split = split and mp.mode == "resident"
         if split:
             log.info("%s: the merged MSM passes do not fit beside the key: the key is held "
                      "split", spec.topology)

@@ -142,7 +142,13 @@ class MSMConfig:
     (``ops.segsum.running_sums``; curves with split formulas and ``horner``
     excepted) instead of an XLA loop of g steps (bench/NOTES.md session 35:
     ~77 ms of that loop per 2^27 MSM in 20-bit windows; on in ``GPU_CONFIG``:
-    0.5-2% on an H100, sessions 35 and 37)."""
+    0.5-2% on an H100, sessions 35 and 37); small_weights (without ``horner``):
+    the windows combined in three steps instead of one 265-bit double-and-add
+    per lane — each group's R weighted by grp·g alone (< 2^(c−1): ~c steps in
+    parallel lanes), the group sums added per window (G·W sums), then Horner
+    over the windows (``horner``'s last step: c·(W − 1) doublings on G lanes)
+    (bench/NOTES.md hypothesis 74: the 265-bit form was 9.0 of 145.7 ms at
+    2^24 on an H100)."""
     window: int | None = None
     lanes: int = 1 << 19
     small_lanes: int = 1 << 14
@@ -158,6 +164,7 @@ class MSMConfig:
     walk_block: tuple[int, int] | None = None
     bucket_weight: float | None = None
     fused_running: bool = False
+    small_weights: bool = False
 
     def __post_init__(self):
         check_max_registers(self.walk_registers)
@@ -598,6 +605,20 @@ def reduce_buckets(curve: Curve, buckets, G: int, c: int, cfg: MSMConfig):
         def by_group(v):      # lanes (g, w, grp) -> (ng, 3, *fp, G·W)
             return jnp.moveaxis(v.reshape(pre + (G * W, ng)), -1, 0)
         T = _group_fn(curve, ng, g)(by_group(Sm), by_group(R)) if ng > 1 else Sm
+        T = jnp.moveaxis(T.reshape(pre + (G, W)), -1, 0)               # (W, 3, *fp, G)
+        return _horner_fn(curve, W, c)(T)
+    if cfg.small_weights:
+        # R_grp · grp·g (< 2^(c−1)) in parallel lanes, S_grp as it is; both summed per window
+        # (G·W sums); then Horner over the windows, one formula per scalar vector
+        u = [grp * g for _ in range(G * W) for grp in range(ng)]
+        nbits = max(max(u).bit_length(), 1)
+        nk = -(-nbits // 32)
+        limbs = np.array([[(v >> (32 * i)) & 0xFFFFFFFF for v in u] for i in range(nk)], np.uint32)
+        terms = jnp.concatenate([Sm, curve.scalar_mul_int(R, jnp.asarray(limbs), nbits)], axis=-1)
+        wkey = np.tile(np.repeat(np.arange(G * W, dtype=np.int32), ng), 2)
+        order = np.argsort(wkey, kind="stable").astype(np.int32)
+        T = _reduce_parts(curve, jnp.asarray(wkey[order]), jnp.take(terms, jnp.asarray(order), axis=-1),
+                          curve.identity((G * W,)), cfg)
         T = jnp.moveaxis(T.reshape(pre + (G, W)), -1, 0)               # (W, 3, *fp, G)
         return _horner_fn(curve, W, c)(T)
     # weights: S_grp · 2^(c·w) and R_grp · 2^(c·w)·grp·g, as integers

@@ -390,6 +390,22 @@ def test_msm_horner_g1_groups(g1_bases):
     assert G1.to_affine_ints(ref) == got[0]
 
 
+@pytest.mark.parametrize("small_lanes", [4, 256])
+def test_msm_small_weights(g1_bases, small_lanes):
+    """``MSMConfig.small_weights``: R_grp weighted by grp·g alone, the group
+    sums added per window, then Horner over the windows.  small_lanes=256 at
+    c = 4 gives ng = 4 groups of 2 buckets in each of the 64 windows (G·W·ng
+    = 256 lanes for one vector, 2 vectors: ng = 2); 4 gives ng = 1 (every R
+    weighted by 0).  Batched, with r − 1 scalars, against py_ecc."""
+    ks, bases = g1_bases
+    rng = random.Random(74)
+    rows = [[rng.randrange(R) for _ in range(N)], [R - 1] * 4 + [rng.randrange(R) for _ in range(N - 4)]]
+    cfg = M.MSMConfig(window=4, lanes=8, small_lanes=small_lanes, min_steps=4, small_weights=True,
+                      split_threshold=None)
+    assert _run(bases, rows, cfg=cfg) == [_expected(ks, r) for r in rows]
+    assert _run(bases, rows[0], cfg=cfg) == _expected(ks, rows[0])
+
+
 @pytest.mark.slow   # CI time (session 21: see bench/NOTES.md)
 def test_msm_horner_g2():
     """Horner's window combination on G2 (no groups: ng = 1), against py_ecc

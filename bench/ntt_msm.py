@@ -288,6 +288,7 @@ def bench_msm(curve, log_ns, out, reps, bits=(), config=None, windows=(), chunk_
         "_xyzz" if cfg.xyzz and not curve.split else "") + (
         "_prefetch" if cfg.prefetch and not curve.split else "") + (
         "_running" if cfg.fused_running and not curve.split else "") + (
+        "_smallw" if cfg.small_weights and not cfg.horner else "") + (
         f"_rows{curve.config.unroll.mul_rows}" if curve.config.unroll.mul_rows != 1 else "")
     walk = (curve if curve.split else M.walk_curve(curve, cfg)).config     # the first level's
     name += (f"_bn{walk.bn}w{walk.num_warps}" if (walk.bn, walk.num_warps) != (128, 4) else "") + (
@@ -319,7 +320,7 @@ def bench_msm(curve, log_ns, out, reps, bits=(), config=None, windows=(), chunk_
             comp = max(comp - t["median_s"], 0.0)
         emit(base_record(case, ln, window=c, lanes=cfg.lanes, fused=cfg.fused,
                          fused_split=cfg.fused_split, xyzz=cfg.xyzz, prefetch=cfg.prefetch,
-                         compile_s=comp, checked=ok, **extra, **t), out)
+                         small_weights=cfg.small_weights, compile_s=comp, checked=ok, **extra, **t), out)
         return t["median_s"]
 
     def auto(case, ln, sc):

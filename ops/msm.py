@@ -186,8 +186,10 @@ class MSMConfig:
 # prefetching (64; session 33 on an H100, with 65's squares and sums: 163.0 -> 157.5 ms)
 # the bucket reduction's running sums in one kernel (session 35 on an H100: 2^27 c20 1.003 ->
 # 0.998 s; session 37: 2^24 149.5 -> 146.3 ms, 2^20 24.1 -> 23.7 ms)
+# small per-group weights, per-window sums and Horner over the windows (hypothesis 74; session
+# 38 on an H100: 2^24 145.8 -> 140.3 ms)
 GPU_CONFIG = MSMConfig(fused_split=True, xyzz=True, walk_registers=200, walk_block=(32, 1),
-                       fused_running=True)
+                       fused_running=True, small_weights=True)
 # bucket_weight 1.5 on the CPU (not measured there): the widths the cost model of sessions 4-34
 # chose up to 2^14 points, where the CPU's MSMs are
 CPU_CONFIG = MSMConfig(lanes=1 << 8, small_lanes=1 << 5, min_steps=8, horner=True,
@@ -550,18 +552,24 @@ def _group_fn(curve: Curve, ng: int, g: int):
 
 
 @functools.lru_cache(maxsize=None)
-def _horner_fn(curve: Curve, W: int, c: int):
-    """Σ_w 2^(c·w)·T_w for window sums T ``(W, 3, *fp, *batch)`` ->
-    ``(3, *fp, *batch)`` by Horner's rule from the top window: per window c
-    doublings (one loop) and one addition, all in one formula."""
-    def f(ar, T):
+def _shift_add_fn(curve: Curve, c: int):
+    """2^c·A + T for projective A, T: c doublings (one loop) and one
+    addition, one formula."""
+    def f(ar, A, T):
         C = curve.lift(ar)
-        acc = T[W - 1]
-        for w in range(W - 2, -1, -1):
-            acc = C.F.loop(c, lambda i, a: C.dbl(a), acc)
-            acc = C.add(acc, T[w])
-        return acc
-    return curve._ew(f, [(W,) + curve.proj], "P", f"msm_horner_{W}x{c}")
+        return C.add(C.F.loop(c, lambda i, a: C.dbl(a), A), T)
+    return curve._ew(f, [curve.proj, curve.proj], "P", f"msm_shift_add_{c}")
+
+
+def horner_windows(curve: Curve, T, c: int):
+    """Σ_w 2^(c·w)·T_w for window sums T ``(W, 3, *fp, *batch)`` ->
+    ``(3, *fp, *batch)`` by Horner's rule from the top window: W − 1 steps of
+    ``_shift_add_fn`` in a loop (one small kernel, not W − 1 copies of it:
+    the unrolled formula took ~40 s more to compile at W = 14, c = 19)."""
+    W = T.shape[0]
+    step = _shift_add_fn(curve, c)
+    return lax.fori_loop(1, W, lambda i, acc: step(
+        acc, lax.dynamic_index_in_dim(T, W - 1 - i, keepdims=False)), T[W - 1])
 
 
 def reduce_buckets(curve: Curve, buckets, G: int, c: int, cfg: MSMConfig):
@@ -606,7 +614,7 @@ def reduce_buckets(curve: Curve, buckets, G: int, c: int, cfg: MSMConfig):
             return jnp.moveaxis(v.reshape(pre + (G * W, ng)), -1, 0)
         T = _group_fn(curve, ng, g)(by_group(Sm), by_group(R)) if ng > 1 else Sm
         T = jnp.moveaxis(T.reshape(pre + (G, W)), -1, 0)               # (W, 3, *fp, G)
-        return _horner_fn(curve, W, c)(T)
+        return horner_windows(curve, T, c)
     if cfg.small_weights:
         # R_grp · grp·g (< 2^(c−1)) in parallel lanes, S_grp as it is; both summed per window
         # (G·W sums); then Horner over the windows, one formula per scalar vector
@@ -620,7 +628,7 @@ def reduce_buckets(curve: Curve, buckets, G: int, c: int, cfg: MSMConfig):
         T = _reduce_parts(curve, jnp.asarray(wkey[order]), jnp.take(terms, jnp.asarray(order), axis=-1),
                           curve.identity((G * W,)), cfg)
         T = jnp.moveaxis(T.reshape(pre + (G, W)), -1, 0)               # (W, 3, *fp, G)
-        return _horner_fn(curve, W, c)(T)
+        return horner_windows(curve, T, c)
     # weights: S_grp · 2^(c·w) and R_grp · 2^(c·w)·grp·g, as integers
     w_s, w_r = [], []
     for gi in range(G):

@@ -580,7 +580,7 @@ def reduce_buckets(curve: Curve, buckets, G: int, c: int, cfg: MSMConfig):
     most ``small_lanes``, or ``lanes`` with ``horner``) reduced by running
     sums from the top (g sequential steps): S_grp = Σ_t (t+1)·X_t, R_grp =
     Σ_t X_t, so Σ_b b·X_b = Σ_grp S_grp + g·Σ_grp grp·R_grp.  The windows
-    are then combined as ``MSMConfig.horner`` says."""
+    are then combined as ``MSMConfig.horner`` and ``small_weights`` say."""
     W, B = num_windows(c), 1 << (c - 1)
     S = cfg.lanes if cfg.horner else cfg.small_lanes
     ng = 1

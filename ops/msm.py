@@ -619,14 +619,8 @@ def reduce_buckets(curve: Curve, buckets, G: int, c: int, cfg: MSMConfig):
         # R_grp · grp·g (< 2^(c−1)) in parallel lanes, S_grp as it is; both summed per window
         # (G·W sums); then Horner over the windows, one formula per scalar vector
         u = [grp * g for _ in range(G * W) for grp in range(ng)]
-        nbits = max(max(u).bit_length(), 1)
-        nk = -(-nbits // 32)
-        limbs = np.array([[(v >> (32 * i)) & 0xFFFFFFFF for v in u] for i in range(nk)], np.uint32)
-        terms = jnp.concatenate([Sm, curve.scalar_mul_int(R, jnp.asarray(limbs), nbits)], axis=-1)
-        wkey = np.tile(np.repeat(np.arange(G * W, dtype=np.int32), ng), 2)
-        order = np.argsort(wkey, kind="stable").astype(np.int32)
-        T = _reduce_parts(curve, jnp.asarray(wkey[order]), jnp.take(terms, jnp.asarray(order), axis=-1),
-                          curve.identity((G * W,)), cfg)
+        terms = jnp.concatenate([Sm, _times_ints(curve, R, u)], axis=-1)
+        T = _sum_by_key(curve, terms, np.tile(np.repeat(np.arange(G * W), ng), 2), G * W, cfg)
         T = jnp.moveaxis(T.reshape(pre + (G, W)), -1, 0)               # (W, 3, *fp, G)
         return horner_windows(curve, T, c)
     # weights: S_grp · 2^(c·w) and R_grp · 2^(c·w)·grp·g, as integers
@@ -636,17 +630,25 @@ def reduce_buckets(curve: Curve, buckets, G: int, c: int, cfg: MSMConfig):
             for grp in range(ng):
                 w_s.append(1 << (c * w))
                 w_r.append((1 << (c * w)) * grp * g)
-    wints = w_s + w_r
-    nbits = max(max(wints).bit_length(), 1)
+    terms = _times_ints(curve, jnp.concatenate([Sm, R], axis=-1), w_s + w_r)
+    return _sum_by_key(curve, terms, np.tile(np.repeat(np.arange(G), W * ng), 2), G, cfg)
+
+
+def _times_ints(curve: Curve, P, ints: list[int]):
+    """ints[i]·P[..., i] for projective points ``(3, *fp, k)`` and k Python
+    ints ≥ 0 (one double-and-add over the largest's bits, ``scalar_mul_int``)."""
+    nbits = max(max(ints).bit_length(), 1)
     nk = -(-nbits // 32)
-    limbs = np.array([[(v >> (32 * i)) & 0xFFFFFFFF for v in wints] for i in range(nk)], np.uint32)
-    terms = jnp.concatenate([Sm, R], axis=-1)
-    terms = curve.scalar_mul_int(terms, jnp.asarray(limbs), nbits)
-    gkey = np.tile(np.repeat(np.arange(G, dtype=np.int32), W * ng), 2)
-    order = np.argsort(gkey, kind="stable").astype(np.int32)
-    keys = jnp.asarray(gkey[order])
-    terms = jnp.take(terms, jnp.asarray(order), axis=-1)
-    return _reduce_parts(curve, keys, terms, curve.identity((G,)), cfg)
+    limbs = np.array([[(v >> (32 * i)) & 0xFFFFFFFF for v in ints] for i in range(nk)], np.uint32)
+    return curve.scalar_mul_int(P, jnp.asarray(limbs), nbits)
+
+
+def _sum_by_key(curve: Curve, terms, key, count: int, cfg: MSMConfig):
+    """The sums of the projective terms ``(3, *fp, k)`` sharing each key
+    (``key``: k host ints < count) -> ``(3, *fp, count)``."""
+    order = np.argsort(key, kind="stable").astype(np.int32)
+    return _reduce_parts(curve, jnp.asarray(key[order].astype(np.int32)),
+                         jnp.take(terms, jnp.asarray(order), axis=-1), curve.identity((count,)), cfg)
 
 
 # ------------------------------------------------------------------ public API
@@ -1127,6 +1129,9 @@ def _msm_presplit(curve: Curve, bases: SplitBases, scalars, pos, cfg: MSMConfig,
         raise ValueError(f"msm_split: {pos.bits.shape[0]} bit and {pos.dense.shape[0]} dense "
                          f"positions for split bases of {bases.bits.shape[-1]} and "
                          f"{bases.dense.shape[-1]}")
+    if scalars.shape[-1] != bases.n:
+        raise ValueError(f"msm_split: scalars over {scalars.shape[-1]} positions for split bases "
+                         f"of {bases.n}")
     batch = scalars.shape[1:-1]
     s = jnp.asarray(scalars).reshape((8, -1, bases.n))
     bb = bits = db = ds = None

@@ -617,7 +617,7 @@ def reduce_buckets(curve: Curve, buckets, G: int, c: int, cfg: MSMConfig):
         return horner_windows(curve, T, c)
     if cfg.small_weights:
         # R_grp · grp·g (< 2^(c−1)) in parallel lanes, S_grp as it is; both summed per window
-        # (G·W sums); then Horner over the windows, one formula per scalar vector
+        # (G·W sums); then Horner over the windows (one shift-and-add kernel a window)
         u = [grp * g for _ in range(G * W) for grp in range(ng)]
         terms = jnp.concatenate([Sm, _times_ints(curve, R, u)], axis=-1)
         T = _sum_by_key(curve, terms, np.tile(np.repeat(np.arange(G * W), ng), 2), G * W, cfg)

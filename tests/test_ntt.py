@@ -90,7 +90,6 @@ def test_bad_input_is_named():
             f(jnp.zeros((8, 4), jnp.uint32), N.domain(2, cosets=False))
 
 
-
 def test_unknown_bit_reverse_form_is_named(monkeypatch):
     monkeypatch.setattr(N, "BIT_REVERSE", "tild")
     with pytest.raises(ValueError, match="BIT_REVERSE must be one of"):

@@ -643,7 +643,8 @@ def prove(pk: ProvingKey, matrices: pce.Matrices, w, seed: int | None = None,
     estimate from the byte counts, not measured; 1 vector = 4 GiB): the
     caller's w (1 vector) plus, during the SpMV and the NTT sweeps, at most
     the budget (which counts the SpMV's element-major copy of w, 1 vector);
-    during msm_a / msm_b the copy w ‖ r or w ‖ s (1 vector), plus the MSM
+    during an MSM its scalars gathered at the dense positions (at most 1
+    vector; the slice and w ‖ r are views, never built), plus the MSM
     budget.  E.g. out_of_core_budget = 8 GiB and
     msm_config.budget_bytes = 4 GiB: about 12 GiB at the peak; one budget
     of 6 GiB for both: about 14 GiB.  (The NTT's device form needs a budget
@@ -815,12 +816,14 @@ def prove_msms(pk: ProvingKey, w, h, num_inputs: int, positions: MSMPositions, r
         budget = _free_device_bytes(w)
     if budget is not None and (msm_config is None or msm_config.budget_bytes is None):
         msm_config = dataclasses.replace(msm_config or M.default_config(), budget_bytes=budget)
+
+    def one(k):                                        # (8, *batch) -> (8, *batch, 1)
+        return k[..., None]
+
     if not (host or split) and (budget is None or
                                 merged_msm_bytes(pk.a.shape[-1], pk.l.shape[-1],
                                                  pk.h.shape[-1], math.prod(batch), positions,
                                                  msm_config) <= budget):
-        def one(k):                                    # (8, *batch) -> (8, *batch, 1)
-            return k[..., None]
         d1, d2 = jnp.asarray(pk.delta_g1)[..., None], jnp.asarray(pk.delta_g2)[..., None]
         g1 = lap("msm_g1", M.msm_many(G1, [
             M.Part(pk.a, w, 0, positions.a), M.Part(d1, one(r), 0),
@@ -852,9 +855,10 @@ def prove_msms(pk: ProvingKey, w, h, num_inputs: int, positions: MSMPositions, r
         return memory.halving(lambda b: run(dataclasses.replace(cfg, budget_bytes=b)),
                               cfg.budget_bytes, f"prove: {stage}", MSM_RETRIES, learned)
 
-    def split(stage, curve, bases, scalars, positions):
+    def split(stage, curve, bases, scalars, positions, offset=0, tail=None):
         return lap(stage, retried(stage, lambda cfg: M.msm_split(
-            curve, bases, scalars, positions, cfg, on_chunk=hook(stage))))
+            curve, bases, scalars, positions, cfg, on_chunk=hook(stage), offset=offset,
+            tail=tail)))
 
     def dense(cfg):
         # H as it is: no split, no padding of its m − 1 bases (a whole copy of the vector on
@@ -862,13 +866,11 @@ def prove_msms(pk: ProvingKey, w, h, num_inputs: int, positions: MSMPositions, r
         return M.msm(G1, pk.h, h, dataclasses.replace(cfg or M.default_config(),
                                                       split_threshold=None), hook("msm_h"))
 
-    # w ‖ r and w ‖ s (δ's scalar) one at a time: each is a copy of the witness
-    msm_a = split("msm_a", G1, pk.a, _append_scalar(w, r, batch), pos_a)
-    ss = _append_scalar(w, s, batch)
-    msm_b1 = split("msm_b_g1", G1, pk.b_g1, ss, pos_b)
-    msm_b2 = split("msm_b_g2", G2, pk.b_g2, ss, pos_b)
-    del ss
-    msm_l = split("msm_l", G1, pk.l, w[..., num_inputs:], positions.l)
+    # over w ‖ r, w ‖ s (δ's scalar last) and w's aux part, all read in place: no copy of w
+    msm_a = split("msm_a", G1, pk.a, w, pos_a, tail=one(r))
+    msm_b1 = split("msm_b_g1", G1, pk.b_g1, w, pos_b, tail=one(s))
+    msm_b2 = split("msm_b_g2", G2, pk.b_g2, w, pos_b, tail=one(s))
+    msm_l = split("msm_l", G1, pk.l, w, positions.l, offset=num_inputs)
     msm_h = lap("msm_h", retried("msm_h", dense))
     return lap("combine", _combine(fixed, msm_a, msm_b1, msm_b2, msm_l, msm_h, r, s))
 
@@ -957,12 +959,6 @@ def merged_msm_bytes(nv: int, nl: int, nh: int, batch: int, positions: MSMPositi
     c2 = M.many_window(G2, [d for _, d, _ in g2], 1, cfg, batch)
     return max(M.many_working_set_bytes(G1, g1, batch, 4, c1, cfg),
                M.many_working_set_bytes(G2, g2, batch, 1, c2, cfg))
-
-
-def _append_scalar(scalars, k, batch):
-    """scalars ‖ k, k ``(8, *batch)``: the scalar of one more MSM term."""
-    kb = k.reshape((8,) + tuple(batch) + (1,))
-    return jnp.concatenate([scalars, kb], axis=-1)
 
 
 @aot.program

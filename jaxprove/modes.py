@@ -113,7 +113,8 @@ def device_bytes_floor(num_vars: int, num_aux: int, rows: int, matrices_bytes: i
       "streaming" needs;
     * "streaming": the PCE matrices, the domain's twiddles (32·m), the
       witness (32·n) and a, b, c (3·32·m), which live together after the SpMV;
-    * "out-of-core": the witness and its copy w ‖ r beside the MSMs (2·32·n).
+    * "out-of-core": the witness and, beside the MSMs, the scalars gathered
+      at their dense positions (at most one more vector: 2·32·n).
 
     Every real proof needs more (an MSM's working set, an NTT's output, the
     compiler's scratch), so a device below this bound cannot run the mode at
@@ -137,11 +138,11 @@ def peak_bytes(num_vars: int, num_aux: int, rows: int, matrices_bytes: int, mode
     * the SpMV, ``spmv_bytes`` (``pce.evaluate_bytes``; default
       32·(n + 4·rows)),
     * the NTTs, ``NTT_VECTORS`` vectors of m,
-    * the MSMs: h (32·m), the copy w ‖ r (32·n) and the MSM budget (default
+    * the MSMs: h (32·m), the gathered dense scalars (≤ 32·n) and the MSM budget (default
       ``MIN_BUDGET``: a resident proof's MSMs take what is free);
 
     out of core: the witness + the larger of ``out_of_core`` (row blocks and
-    NTT sweeps) and the MSMs' w ‖ r + ``msm_budget`` (default: the same
+    NTT sweeps) and the MSMs' gathered scalars + ``msm_budget`` (default: the same
     budget), as ``groth16.prove`` runs it."""
     _check_mode(mode, "peak_bytes")
     w = FR * num_vars
@@ -161,9 +162,10 @@ def suggested_budgets(num_vars: int, rows: int, matrices_bytes: int, mode: str,
     """Starting budgets for ``mode`` on a device of ``capacity`` bytes, by
     the byte counts of ``device_bytes_floor`` less ``MARGIN``: "streaming":
     msm_budget_bytes = capacity − (matrices, the domain's twiddles, h, w and
-    w ‖ r: what lives beside an MSM); "out-of-core": out_of_core_bytes =
-    capacity − w (the SpMV row blocks and NTT sweeps run beside w) and
-    msm_budget_bytes = capacity − w − w ‖ r.  Each at least ``MIN_BUDGET``.
+    the gathered dense scalars: what lives beside an MSM); "out-of-core":
+    out_of_core_bytes = capacity − w (the SpMV row blocks and NTT sweeps run
+    beside w) and msm_budget_bytes = capacity − w − the gathered scalars.
+    Each at least ``MIN_BUDGET``.
     (For a 14 GiB pool at 2^27 this gives 9.1 and 5.2 GiB, the 16 GB-mode
     settings of bench/device/fc32.sh.)"""
     m = 1 << domain_log(rows)

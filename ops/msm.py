@@ -1055,7 +1055,7 @@ def _auto_split(curve: Curve, bases, s, cfg: MSMConfig, on_chunk=None):
 
 
 def msm_split(curve: Curve, bases, scalars, bit_positions, config: MSMConfig | None = None,
-              on_chunk=None):
+              on_chunk=None, offset: int = 0, tail=None):
     """Σ_i s_i·P_i where the scalars at ``bit_positions`` (host int array,
     the same for every vector, or a resident ``Positions``) are known to be 0 or 1 (e.g. a circuit's
     boolean-constrained variables in a satisfying witness): those positions
@@ -1064,7 +1064,12 @@ def msm_split(curve: Curve, bases, scalars, bit_positions, config: MSMConfig | N
     part again by counting; ``split_bases`` pads a key's dense parts to a
     shared size once).  ``bases`` may be ``SplitBases``
     (then ``bit_positions`` must be the ``Positions`` they were split by).
-    Shapes and ``on_chunk`` as ``msm``."""
+    ``offset`` and ``tail``: the N scalars are ``scalars[..., offset:]``
+    followed by ``tail`` ``(8, *batch, T)`` if given (Groth16: L over the
+    witness's aux part; A and B over w ‖ r and w ‖ s, δ's term last), read
+    in place: neither the slice nor the concatenation is ever built (at
+    2^27 each is 4 GiB of device memory).  Shapes and ``on_chunk`` as
+    ``msm``."""
     cfg = config or default_config(bases)
     if not isinstance(bases, SplitBases):     # split here; a key keeps them split (split_bases)
         n = bases.shape[-1]
@@ -1072,7 +1077,7 @@ def msm_split(curve: Curve, bases, scalars, bit_positions, config: MSMConfig | N
             positions(n, bit_positions, device=False)
         bases = split_bases(bases, pos)
         bit_positions = pos
-    return _msm_presplit(curve, bases, scalars, bit_positions, cfg, on_chunk)
+    return _msm_presplit(curve, bases, scalars, bit_positions, cfg, on_chunk, offset, tail)
 
 
 class SplitBases(NamedTuple):
@@ -1120,7 +1125,7 @@ def split_bases(bases, pos: "Positions", dense_size: int | None = None,
 
 
 def _msm_presplit(curve: Curve, bases: SplitBases, scalars, pos, cfg: MSMConfig,
-                  on_chunk=None):
+                  on_chunk=None, offset: int = 0, tail=None):
     """``msm_split`` over ``SplitBases``: only the scalars are gathered."""
     if not isinstance(pos, Positions):
         raise ValueError("msm_split: split bases need the Positions they were split by")
@@ -1129,23 +1134,65 @@ def _msm_presplit(curve: Curve, bases: SplitBases, scalars, pos, cfg: MSMConfig,
         raise ValueError(f"msm_split: {pos.bits.shape[0]} bit and {pos.dense.shape[0]} dense "
                          f"positions for split bases of {bases.bits.shape[-1]} and "
                          f"{bases.dense.shape[-1]}")
-    if scalars.shape[-1] != bases.n:
-        raise ValueError(f"msm_split: scalars over {scalars.shape[-1]} positions for split bases "
-                         f"of {bases.n}")
+    extra = 0 if tail is None else tail.shape[-1]
+    if tail is not None and (tail.shape[:-1] != scalars.shape[:-1] or extra == 0):
+        raise ValueError(f"msm_split: a tail of shape {tail.shape} for scalars of shape "
+                         f"{scalars.shape} (want (8, *batch, T), T >= 1)")
+    if offset < 0 or scalars.shape[-1] - offset + extra != bases.n:
+        raise ValueError(f"msm_split: scalars over {scalars.shape[-1]} positions from offset "
+                         f"{offset}, and {extra} more, for split bases of {bases.n}")
     batch = scalars.shape[1:-1]
-    s = jnp.asarray(scalars).reshape((8, -1, bases.n))
     bb = bits = db = ds = None
     if pos.bits.shape[0]:
         bb = bases.bits
-        flags = jnp.any(jnp.take(s, jnp.asarray(pos.bits), axis=-1) != 0, axis=0)
-        bits = _pad_last(flags, bb.shape[-1])
+        bits = _nonzero_at(scalars, tail, jnp.asarray(pos.bits), offset, bb.shape[-1])
     if pos.dense.shape[0]:
         db = bases.dense                      # all dense: kept in its own order (split_bases)
-        ds = s if covers_all(pos, bases.n) else jnp.take(s, jnp.asarray(pos.dense), axis=-1)
-        ds = _pad_last(ds, db.shape[-1])
+        if covers_all(pos, bases.n) and offset == 0 and tail is None:
+            ds = _pad_last(jnp.asarray(scalars).reshape((8, -1, bases.n)), db.shape[-1])
+        else:
+            ds = _scalars_at(scalars, tail, jnp.asarray(pos.dense), offset, db.shape[-1])
     if bits is None and ds is None:           # every position left out: the identity
         return curve.identity(batch)
     return _split_sum(curve, bb, bits, db, ds, cfg, on_chunk).reshape(curve.proj + batch)
+
+
+def _view_take(x, tail, index, offset: int):
+    """Position i of the view ``x[..., offset:] ‖ tail`` for each i of
+    ``index`` (K,): ``(..., M)``, ``(..., T)`` or None -> ``(..., K)``;
+    no slice or concatenation is built."""
+    if tail is None:
+        return jnp.take(x, index + offset, axis=-1)
+    m = x.shape[-1] - offset
+    head = jnp.take(x, jnp.minimum(index, m - 1) + offset, axis=-1)
+    rest = jnp.take(tail, jnp.clip(index - m, 0, tail.shape[-1] - 1), axis=-1)
+    return jnp.where(index < m, head, rest)
+
+
+@functools.partial(jax.jit, static_argnames=("offset", "size"))
+def _nonzero_at(scalars, tail, index, offset: int, size: int):
+    """Whether each vector's scalar at ``index`` of ``scalars[..., offset:]
+    ‖ tail`` is nonzero: ``(8, *batch, M)`` limbs, ``(8, *batch, T)`` or
+    None, ``(K,)`` int32 -> ``(B, size)`` bool, zero-padded (B the flattened
+    batch).  One compiled program, its flags taken after the limbs are
+    reduced, so it holds bools only; run eagerly, op by op, the gather of the
+    limbs was an array of its own, 8·4 bytes a position (3.8 GiB for PoRep
+    32GiB's L: the 16 GB mode's out-of-memory in session 39)."""
+    def flags(x):
+        return jnp.any(x != 0, axis=0).reshape((-1, x.shape[-1]))
+    return _pad_last(_view_take(flags(scalars), None if tail is None else flags(tail),
+                                index, offset), size)
+
+
+@functools.partial(jax.jit, static_argnames=("offset", "size"))
+def _scalars_at(scalars, tail, index, offset: int, size: int):
+    """The scalars at ``index`` of ``scalars[..., offset:] ‖ tail``:
+    ``(8, *batch, M)``, ``(8, *batch, T)`` or None, ``(K,)`` ->
+    ``(8, B, size)``, zero-padded."""
+    def flat(x):
+        return x.reshape((8, -1, x.shape[-1]))
+    return _pad_last(_view_take(flat(scalars), None if tail is None else flat(tail), index,
+                                offset), size)
 
 
 class Positions(NamedTuple):

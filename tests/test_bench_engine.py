@@ -102,7 +102,7 @@ def test_plan_refuses_before_setup(tmp_path):
     ooc = 9 * B.GIB
     msm = B.msm_budget_for(counts, budget, ooc)
     m = 1 << 27
-    assert msm == budget - 32 * 2 * counts.num_vars          # w, w ‖ r (h: in chunks)
+    assert msm == budget - 32 * 2 * counts.num_vars          # w, gathered scalars
     plan = B.kind_plan(B.KIND, counts, budget, msm, ooc)
     assert plan.resident_bytes == 0
     assert plan.host_bytes == plan.key_bytes + 2 * plan.matrices_bytes + 4 * 32 * m

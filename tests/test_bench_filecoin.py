@@ -189,7 +189,8 @@ def test_cases_that_cannot_fit_are_refused_before_recording(tmp_path, monkeypatc
     # proving on a 16 GB card (RTX 5080-class; 128 GiB host; the keys come from a setup made
     # elsewhere, e.g. Filecoin's .params: our setup's QAP alone needs ~39 GiB at 2^27):
     # streaming alone needs the 2^27 domain's a, b, c and NTT buffers on the device; the
-    # 16 GB mode (out of core, 6 GiB per program and per MSM call) needs w, w ‖ r and 6 GiB
+    # 16 GB mode (out of core, 6 GiB per program and per MSM call) needs w, gathered
+    # scalars and 6 GiB
     # (h goes to the MSM a chunk at a time), the
     # key, matrices and a, b, c, h in host memory
     card = {"device": 15 << 30, "host": 128 << 30}
@@ -199,7 +200,7 @@ def test_cases_that_cannot_fit_are_refused_before_recording(tmp_path, monkeypatc
     o = F.plan_from_counts("porep", "32GiB", msm_budget=6 << 30, keys_in_host=True,
                            out_of_core=6 << 30)
     assert F.shortfall(o, card, ("record", "prove")) is None
-    assert o.prove_peak_bytes == 2 * 32 * o.rows + (6 << 30)       # w, w ‖ r + MSM budget
+    assert o.prove_peak_bytes == 2 * 32 * o.rows + (6 << 30)       # w, scalars, budget
     # key, matrices twice (host, prepared row blocks), a, b, c and h
     matrices = F.MATRIX_BYTES_PER_ROW * o.rows
     assert o.host_prove_bytes == o.key_bytes + 2 * matrices + 4 * 32 * (1 << 27)

@@ -15,16 +15,17 @@ def test_peak_bytes_by_hand():
     key = 96 * (2 * N + AUX + M - 1) + 192 * N
     assert MD.key_bytes(N, AUX, ROWS) == key
     # in core the NTTs' six vectors are the largest stage (the SpMV's default
-    # 32·(n + 4·rows) is 20.8 GB, the MSMs' h + w ‖ r + 256 MiB 8.8 GB)
+    # 32·(n + 4·rows) is 20.8 GB, the MSMs' h + the gathered scalars + 256 MiB 8.8 GB)
     streaming = MAT + 32 * M + 32 * N + 32 * 6 * M
     assert MD.peak_bytes(*C, "streaming") == streaming
     assert MD.peak_bytes(*C, "resident") == key + streaming
-    # a large MSM budget makes the MSMs' stage the largest: h, w ‖ r and the budget
+    # a large MSM budget makes the MSMs' stage the largest: h, the gathered scalars and the budget
     assert MD.peak_bytes(*C, "streaming", msm_budget=30 * GiB) == \
         MAT + 32 * M + 32 * N + 32 * M + 32 * N + 30 * GiB
     # a given SpMV estimate counts where it is the largest
     assert MD.peak_bytes(*C, "streaming", spmv_bytes=40 * GiB) == MAT + 32 * M + 32 * N + 40 * GiB
-    # out of core: w + the larger of the budget and w ‖ r + the MSMs' (default: the same)
+    # out of core: w + the larger of the budget and the gathered scalars + the MSMs'
+    # (default: the same)
     assert MD.peak_bytes(*C, "out-of-core", msm_budget=5 * GiB, out_of_core=9 * GiB) == \
         32 * N + max(9 * GiB, 32 * N + 5 * GiB)
     assert MD.peak_bytes(*C, "out-of-core", out_of_core=9 * GiB) == 64 * N + 9 * GiB

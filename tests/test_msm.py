@@ -114,6 +114,25 @@ def test_bits_sum_and_split(g1_bases):
     s = jnp.asarray(Fr.from_int(np.array([sc], dtype=object)))
     out = M.msm_split(G1, bases, s, bit_pos, CFG)
     assert G1.to_affine_ints(out[..., 0]) == _expected(ks, sc)
+    # a view instead of the scalars: after 3 others (Groth16's L over the witness's aux
+    # part; a nonzero ahead of the offset must not count) and with the last 2 as a tail
+    # (A and B over w ‖ r), whole and presplit bases, bit positions in the tail too
+    bit_pos = np.union1d(bit_pos, [N - 1])
+    sc[N - 1] = 1
+    s = jnp.asarray(Fr.from_int(np.array([sc], dtype=object)))
+    ahead = jnp.asarray(Fr.from_int(np.array([[R - 1, 1, 5]], dtype=object)))
+    longer = jnp.concatenate([ahead, s], axis=-1)
+    tail = s[..., N - 2:]
+    pos = M.positions(N, bit_pos, device=False)
+    for b in (bases, M.split_bases(np.asarray(bases), pos)):
+        for view in ((longer, 3, None), (s[..., :N - 2], 0, tail),
+                     (longer[..., :N + 1], 3, tail)):
+            out = M.msm_split(G1, b, view[0], pos, CFG, offset=view[1], tail=view[2])
+            assert G1.to_affine_ints(out[..., 0]) == _expected(ks, sc)
+    with pytest.raises(ValueError, match="from offset 2"):
+        M.msm_split(G1, bases, longer, pos, CFG, offset=2)
+    with pytest.raises(ValueError, match="a tail of shape"):
+        M.msm_split(G1, bases, s[..., :N - 2], pos, CFG, tail=tail[0])
     with pytest.raises(ValueError, match="bits must be"):
         M.bits_sum(G1, bases, jnp.ones((N + 1,), bool), CFG)
 
@@ -233,6 +252,26 @@ def test_in_chunks_keeps_at_most_two_in_flight(monkeypatch):
     assert M._in_chunks(6, 2, step, None, lambda: events.append(("yield", None))) == 4
     assert events == [("run", 0), ("yield", None), ("run", 2), ("yield", None), ("wait", 0),
                       ("run", 4)]
+
+
+def test_split_scalar_gathers_stay_small():
+    """The bit flags of ``msm_split`` are one compiled program: for 2^20
+    positions of one vector its temporaries and output are under a quarter
+    of the scalars' bytes (the eager gather of the limbs before it was 8·4
+    bytes a position: session 39's out-of-memory at PoRep 32GiB), and its
+    flags are right at an offset."""
+    n = 1 << 20
+    spec = jax.ShapeDtypeStruct((8, 1, n), jnp.uint32)
+    index = jax.ShapeDtypeStruct((n - 16,), jnp.int32)
+    mem = M._nonzero_at.lower(spec, None, index, 16, n).compile().memory_analysis()
+    if mem is None:
+        pytest.skip("this backend reports no memory analysis")
+    assert mem.temp_size_in_bytes + mem.output_size_in_bytes < 8 * 4 * n / 4
+    s = np.zeros((8, 2, 12), np.uint32)
+    s[3, 0, 5], s[0, 1, 11], s[7, 0, 2] = 1, 9, 4
+    got = M._nonzero_at(jnp.asarray(s), None, jnp.asarray([0, 3, 9, 1], jnp.int32), 2, 6)
+    assert np.asarray(got).tolist() == [[True, True, False, False, False, False],
+                                        [False, False, True, False, False, False]]
 
 
 @pytest.mark.slow   # CI time (session 21: see bench/NOTES.md)

@@ -86,7 +86,7 @@ if [ -n "${SIXTEEN:-}" ]; then
 else
     MODE="--msm-budget-gib 16 ${RESIDENT:+--then-resident} ${STREAM_REPS:+--streaming-reps $STREAM_REPS}"
 fi
-JAX_LOG_COMPILES=1 ${EXPLAIN:+JAX_EXPLAIN_CACHE_MISSES=1} XLA_PYTHON_CLIENT_MEM_FRACTION=0.95 timeout 1500 python3 -m bench.filecoin --kinds "$K" \
+env JAX_LOG_COMPILES=1 ${EXPLAIN:+JAX_EXPLAIN_CACHE_MISSES=1} XLA_PYTHON_CLIENT_MEM_FRACTION=0.95 timeout 1500 python3 -m bench.filecoin --kinds "$K" \
     --sizes "$Z" --circuit-dir "$D" --cache --keys-in-host-memory $MODE \
     --no-verify --reps ${REPS:-5} --save "$R/fc" \
     --out "$R/${K}32.jsonl" > "$R/prove.log" 2>&1

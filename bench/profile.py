@@ -15,9 +15,9 @@ kernel).  Cases:
   proof's h stage (three of its seven transforms' pairs);
 * ``h``: ``groth16._h_coefficients`` of random a, b, c: the whole ntt stage
   of a proof (seven transforms, the quotient);
-* ``msm``: ``ops.msm.msm`` of 2^k random G1 points and scalars (default
-  configuration; ``--window`` c, ``--budget-gib`` G: within G GiB, in
-  chunks as the proof's msm_h);
+* ``msm``: ``ops.msm.msm`` of 2^k random points of ``--curve`` (G1 or G2)
+  and scalars (default configuration; ``--window`` c, ``--budget-gib`` G:
+  within G GiB, in chunks as the proof's msm_h);
 * ``spmv``: ``pce.evaluate`` of a Filecoin circuit (``--kind``, ``--size``,
   ``--challenges``) on a random witness (the gathers and additions do not
   depend on the values); its matrices from ``--circuit-dir`` where
@@ -62,7 +62,7 @@ def _vector(key, n):
 def stage(case: str, log_n: int = 20, kind: str = "porep", size: str = "2KiB",
           challenges: int | None = None, circuit_dir: str | None = None,
           passes: str | None = None, form: str | None = None, window: int | None = None,
-          budget_gib: float | None = None):
+          budget_gib: float | None = None, curve: str = "G1"):
     """(function, arguments, size label) of a case (module docstring)."""
     from jaxprove import groth16 as G
     from ops import ntt as N
@@ -83,15 +83,18 @@ def stage(case: str, log_n: int = 20, kind: str = "porep", size: str = "2KiB",
                                                          dom)), (*abc, dom), f"2^{log_n}"
     if case == "msm":
         from ops import msm as M
-        from ops.curve import G1
-        bases = make_bases(G1, rand_fr(key, 1 << log_n))
+        from ops import curve as CV
+        if curve not in ("G1", "G2"):
+            raise ValueError(f"profile: curve must be G1 or G2, got {curve!r}")
+        C = getattr(CV, curve)
+        bases = make_bases(C, rand_fr(key, 1 << log_n))
         s = _vector(jax.random.fold_in(key, 1), 1 << log_n)
         cfg = M.default_config(bases)
         cfg = dataclasses.replace(cfg, window=window, budget_bytes=None if budget_gib is None
                                   else int(budget_gib * 2**30))
-        c, chunk = M.plan(G1, 1 << log_n, 1, cfg)
-        return ((lambda b, s: M.msm(G1, b, s, cfg)), (bases, s),
-                f"2^{log_n}, c={c}, chunks of 2^{chunk.bit_length() - 1}")
+        c, chunk = M.plan(C, 1 << log_n, 1, cfg)
+        return ((lambda b, s: M.msm(C, b, s, cfg)), (bases, s),
+                f"{curve} 2^{log_n}, c={c}, chunks of 2^{chunk.bit_length() - 1}")
     if case == "spmv":
         from bench import filecoin as F
         from jaxprove import pce
@@ -149,13 +152,13 @@ def summarize(xplane: str, calls: int, top: int = 25) -> dict:
 def profile(case: str, log_n: int = 20, reps: int = 3, kind: str = "porep", size: str = "2KiB",
             challenges: int | None = None, top: int = 25, circuit_dir: str | None = None,
             passes: str | None = None, form: str | None = None, window: int | None = None,
-            budget_gib: float | None = None) -> dict:
+            budget_gib: float | None = None, curve: str = "G1") -> dict:
     """One case: timed (``time_fn``, 5 repetitions after a warm-up), then
     ``reps`` calls traced and summarized (``summarize``)."""
     if reps < 1:
         raise ValueError(f"profile: reps must be >= 1, got {reps}")
     fn, args, label = stage(case, log_n, kind, size, challenges, circuit_dir, passes, form,
-                            window, budget_gib)
+                            window, budget_gib, curve)
     timing = time_fn(fn, args, reps=5, target_s=0.0)
     d = tempfile.mkdtemp(prefix="jaxprove-profile-")
     try:
@@ -190,6 +193,7 @@ def main(argv=None):
     ap.add_argument("--window", type=int, default=None, help="msm: window bits (default: chosen)")
     ap.add_argument("--budget-gib", type=float, default=None,
                     help="msm: within this many GiB, in chunks (the proof's msm_h)")
+    ap.add_argument("--curve", default="G1", choices=("G1", "G2"), help="msm: the group")
     ap.add_argument("--reps", type=int, default=3, help="calls traced")
     ap.add_argument("--top", type=int, default=25)
     ap.add_argument("--cache", action="store_true", help="persistent compilation cache")
@@ -201,7 +205,7 @@ def main(argv=None):
         from jaxprove.cache import enable_compilation_cache
         enable_compilation_cache()
     rec = profile(a.case, a.log_n, a.reps, a.kind, a.size, a.challenges, a.top, a.circuit_dir,
-                  a.passes, a.form, a.window, a.budget_gib)
+                  a.passes, a.form, a.window, a.budget_gib, a.curve)
     emit({**rec, "command": argv_command(), **environment()}, a.out)
 
 

@@ -46,3 +46,11 @@ def test_profile_spmv_of_a_filecoin_circuit_and_the_command_line(tmp_path, monke
         P.profile("ntt", log_n=4, reps=0)
     with pytest.raises(ValueError, match="unknown case"):
         P.stage("fft")
+
+
+def test_profile_msm_of_either_group():
+    """``--curve`` picks the group of the msm case's points."""
+    fn, (bases, s), label = P.stage("msm", log_n=3, curve="G2")
+    assert label.startswith("G2 2^3, c=") and bases.shape[-1] == 8 and bases.shape[1] == 2
+    with pytest.raises(ValueError, match="curve must be G1 or G2"):
+        P.stage("msm", curve="G3")

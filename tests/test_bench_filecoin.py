@@ -189,9 +189,8 @@ def test_cases_that_cannot_fit_are_refused_before_recording(tmp_path, monkeypatc
     # proving on a 16 GB card (RTX 5080-class; 128 GiB host; the keys come from a setup made
     # elsewhere, e.g. Filecoin's .params: our setup's QAP alone needs ~39 GiB at 2^27):
     # streaming alone needs the 2^27 domain's a, b, c and NTT buffers on the device; the
-    # 16 GB mode (out of core, 6 GiB per program and per MSM call) needs w, gathered
-    # scalars and 6 GiB
-    # (h goes to the MSM a chunk at a time), the
+    # 16 GB mode (out of core, 6 GiB per program and per MSM call) needs w, the gathered
+    # scalars (at most one vector) and 6 GiB (h goes to the MSM a chunk at a time), the
     # key, matrices and a, b, c, h in host memory
     card = {"device": 15 << 30, "host": 128 << 30}
     assert F.shortfall(F.plan_from_counts("porep", "32GiB", msm_budget=6 << 30,

@@ -19,7 +19,8 @@ def test_peak_bytes_by_hand():
     streaming = MAT + 32 * M + 32 * N + 32 * 6 * M
     assert MD.peak_bytes(*C, "streaming") == streaming
     assert MD.peak_bytes(*C, "resident") == key + streaming
-    # a large MSM budget makes the MSMs' stage the largest: h, the gathered scalars and the budget
+    # a large MSM budget makes the MSMs' stage the largest: h, the gathered scalars (at
+    # most one vector) and the budget
     assert MD.peak_bytes(*C, "streaming", msm_budget=30 * GiB) == \
         MAT + 32 * M + 32 * N + 32 * M + 32 * N + 30 * GiB
     # a given SpMV estimate counts where it is the largest

@@ -438,6 +438,9 @@ def h_coefficients_resident(a: np.ndarray, b: np.ndarray, c: np.ndarray, log_m: 
     columns; sweep D writes h transposed into a second device vector: b's,
     kept from its sweeps (a 4 GiB vector allocated after sweep C's blocks
     found no room in the 32GiB 16 GB mode: bench/NOTES.md session 27).
+    Both device vectors are allocated first and reused: a's sweeps run in
+    the one that becomes b's, then h's, so no whole vector is allocated
+    after the step's temporaries have come and gone (session 39).
     Host traffic: 7 vector transfers (5 in, 2 out), all whole vectors but
     sweep C's column blocks, against ``h_coefficients_host``'s 18; without
     ``overwrite`` h is left on the device, where its MSM needs it."""
@@ -450,8 +453,8 @@ def h_coefficients_resident(a: np.ndarray, b: np.ndarray, c: np.ndarray, log_m: 
     tabs = FS.tables(log_m)
     passes = (("col", SWEEP_A), ("row", SWEEP_B))
 
-    def sweeps_a_b(x, pool):
-        v = FS.put_block(FS.matrix(x, n1), pool)      # whole: one limb plane per thread
+    def sweeps_a_b(x, pool, into):
+        v = FS.put_block(FS.matrix(x, n1), pool, out=into)   # whole: a limb plane per thread
         for axis, stages in passes:
             k = chunks[axis]
             for q0 in range(0, 1 << (log_m - log_len[axis]), k):
@@ -459,16 +462,22 @@ def h_coefficients_resident(a: np.ndarray, b: np.ndarray, c: np.ndarray, log_m: 
                                      axis=axis, log_n=log_m, chunk=k)
         return v
 
-    def back(v, x, pool):   # host (8, *batch, n1, n2): a new buffer, or x's
-        return fetch_into(FS.matrix(x, n1), v, pool) if overwrite else transfer.fetch(v)
+    def back(v, x, pool):   # host (8, *batch, n1, n2): x's buffer, or a new one; a copy
+        out = FS.matrix(x, n1) if overwrite else np.empty(v.shape, v.dtype)  # (v is reused)
+        return fetch_into(out, v, pool)
 
     if overwrite:
         _writable(a, b)
     with transfer.copy_pool() as pool:
-        ea = back(sweeps_a_b(a, pool), a, pool)
-        h = sweeps_a_b(b, pool)                  # sweep D's output buffer, once eb is back
+        # The two device vectors, allocated before anything else of this step:
+        # the 32GiB 16 GB mode's c found 4.7 GiB free in two pieces when it was
+        # allocated third, after a's and b's sweeps (bench/NOTES.md session 39)
+        h, t = (jnp.zeros(FS.matrix(a, n1).shape, a.dtype) for _ in range(2))
+        h = sweeps_a_b(a, pool, h)               # a's sweeps in h's buffer, then b's:
+        ea = back(h, a, pool)
+        h = sweeps_a_b(b, pool, h)               # sweep D's output buffer, once eb is back
         eb = back(h, b, pool)
-        t = sweeps_a_b(c, pool)
+        t = sweeps_a_b(c, pool, t)
         k = chunks["quotient"]
         for q0 in range(0, n2, k):
             blocks = [FS.put_block(FS._block(e, "col", q0, k), pool) for e in (ea, eb)]

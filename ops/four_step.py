@@ -191,12 +191,13 @@ def _planes(block: np.ndarray) -> np.ndarray:
     return block.reshape((-1,) + block.shape[-2:])
 
 
-def put_block(block: np.ndarray, pool: ThreadPoolExecutor) -> jax.Array:
+def put_block(block: np.ndarray, pool: ThreadPoolExecutor,
+              out: jax.Array | None = None) -> jax.Array:
     """A block ``(8, *batch, a, b)`` of a host view on the device
     (``ops.transfer.put_planes`` of its (a, b) planes: a row block's planes
     are contiguous and are put as they are; a column block's are gathered
-    first, each on its own thread)."""
-    return transfer.put_planes(block, pool, plane_ndim=2)
+    first, each on its own thread), written into ``out`` (donated) if given."""
+    return transfer.put_planes(block, pool, plane_ndim=2, out=out)
 
 
 def write_block(block: np.ndarray, result: jax.Array, pool: ThreadPoolExecutor) -> None:

@@ -130,7 +130,7 @@ def _pieces(shape, plane_ndim: int, itemsize: int, piece_bytes: int):
 
 def put_planes(x: np.ndarray, pool: Executor | None, plane_ndim: int = 1,
                dev=None, in_flight: int = PIECES_IN_FLIGHT,
-               piece_bytes: int = PIECE_BYTES) -> jax.Array:
+               piece_bytes: int = PIECE_BYTES, out: jax.Array | None = None) -> jax.Array:
     """Host x on the device (``dev``, default the default device), put in
     pieces on ``pool``'s threads (None: in turn on this one): each plane
     (x's last ``plane_ndim`` axes) in runs of its first axis of at most
@@ -145,12 +145,24 @@ def put_planes(x: np.ndarray, pool: Executor | None, plane_ndim: int = 1,
     waited for): the device holds x once plus about ``in_flight ·
     piece_bytes``, not twice (stacking whole planes held them all beside
     the stack: hypothesis 47; ``jax.device_put`` returns before its copy
-    ends, so only a wait bounds the pieces in flight)."""
+    ends, so only a wait bounds the pieces in flight).
+
+    ``out``: a device array of x's shape and dtype to write into instead
+    (donated: every element is overwritten, and its buffer is the result's),
+    so a caller that allocated its long-lived vectors first keeps their
+    places in the device's pool (``groth16.h_coefficients_resident``); x then
+    goes to out's device."""
     if in_flight < 1:
         raise ValueError(f"put_planes: in_flight must be at least 1, not {in_flight}")
     pieces = _pieces(x.shape, plane_ndim, x.itemsize, piece_bytes)
+    if out is not None:
+        if out.shape != x.shape or out.dtype != x.dtype:
+            raise ValueError(f"put_planes: out is {out.dtype}{list(out.shape)}, "
+                             f"x is {x.dtype}{list(x.shape)}")
+        (dev,) = out.devices()
     s = None if dev is None else jax.sharding.SingleDeviceSharding(dev)
-    out = jnp.zeros(x.shape, x.dtype, device=s)      # None: the default device (its context too)
+    if out is None:
+        out = jnp.zeros(x.shape, x.dtype, device=s)  # None: the default device (its context too)
 
     def put(k):
         return jax.device_put(np.ascontiguousarray(x[pieces[k][1]]), s)

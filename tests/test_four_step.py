@@ -163,5 +163,32 @@ def test_h_coefficients_resident_equals_device():
         G.h_coefficients_resident(vs[0], vs[1], vs[2][..., :32], k, budget, log_n1=log_n1)
 
 
+def test_h_coefficients_resident_allocates_its_vectors_first(monkeypatch):
+    """The resident form's two device vectors are allocated before its first
+    program runs and reused: a's and b's whole-vector puts go into one
+    buffer (then h's), c's into the other, so no vector-sized allocation
+    comes after the sweeps' temporaries (session 39's 16 GB mode found a
+    4 GiB vector's room cut in two by them)."""
+    k, batch, log_n1 = 6, (2,), 3
+    vs, _ = host_vectors(k, batch, 3, 107)
+    want = np.asarray(G._h_coefficients(*[jnp.array(v) for v in vs], N.domain(k)))
+    vec, puts, steps = vs[0].nbytes, [], []
+    real_put, real_step = FS.put_block, FS.resident_step
+
+    def put(block, pool, out=None):
+        if block.nbytes == vec:
+            puts.append((len(steps), out is not None and out.unsafe_buffer_pointer()))
+        return real_put(block, pool, out=out)
+
+    monkeypatch.setattr(FS, "put_block", put)
+    monkeypatch.setattr(FS, "resident_step", lambda *a, **kw: steps.append(1) or real_step(*a, **kw))
+    budget = 2 * vec + FS.step_bytes(1, log_n1, 3, 2, k, log_n1)
+    got = G.h_coefficients_resident(*vs, k, budget, log_n1=log_n1)
+    assert np.array_equal(np.asarray(got), want)
+    assert [s for s, _ in puts][0] == 0 and len(puts) == 3 and all(p for _, p in puts)
+    (_, pa), (_, pb), (_, pc) = puts
+    assert pa == pb != pc
+
+
 def batch_shape(batch, k):
     return (8,) + batch + ((1 << k) - 1,)

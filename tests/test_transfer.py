@@ -57,6 +57,20 @@ def test_put_planes_holds_the_vector_once(monkeypatch, in_flight, threads):
         T.put_planes(x, None, in_flight=0)
 
 
+def test_put_planes_into_a_given_buffer():
+    """``put_planes(out=)`` writes x into out's own buffer (donated), whatever
+    out held; an out of another shape or dtype is refused by name."""
+    x = np.random.default_rng(3).integers(0, 2**32, (8, 2, 300), dtype=np.uint32)
+    out = jnp.full(x.shape, 7, x.dtype)
+    at = out.unsafe_buffer_pointer()
+    got = T.put_planes(x, None, piece_bytes=400, out=out)
+    assert np.array_equal(np.asarray(got), x)
+    assert got.unsafe_buffer_pointer() == at and out.is_deleted()
+    for bad in (jnp.zeros((8, 2, 299), x.dtype), jnp.zeros(x.shape, jnp.int32)):
+        with pytest.raises(ValueError, match="out is"):
+            T.put_planes(x, None, out=bad)
+
+
 @pytest.mark.skipif(not HAS_PINNED, reason="no pinned_host memory kind on this device")
 def test_pinned_fetch_equals_the_plain_one():
     x = jnp.asarray(np.random.default_rng(0).integers(0, 2**32, (8, 3, 100), dtype=np.uint32))

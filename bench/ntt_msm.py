@@ -267,8 +267,11 @@ def config_variants(spec: str) -> list:
     return out
 
 
-def bench_msm(curve, log_ns, out, reps, bits=(), config=None, windows=(), chunk_gib=None):
-    """The plain MSM of each 2^k (``windows``: also at each width), then the
+def bench_msm(curve, log_ns, out, reps, bits=(), config=None, windows=(), chunk_gib=None,
+              shifts=()):
+    """The plain MSM of each 2^k (``windows``: also at each width; ``shifts``:
+    also over bases with p shifted copies, ``ops.msm.shift_bases``, cases
+    ``…_shiftP``, the copies made before the timing: ``precompute_s``), then the
     bits75 cases.  ``chunk_gib``: the plain cases run through ``msm`` within
     that many GiB (``MSMConfig.budget_bytes``: chunks of the bases adding into
     one bucket array, reduced once) as the proof's msm_h does; at 2^27 the
@@ -294,12 +297,20 @@ def bench_msm(curve, log_ns, out, reps, bits=(), config=None, windows=(), chunk_
     name += (f"_bn{walk.bn}w{walk.num_warps}" if (walk.bn, walk.num_warps) != (128, 4) else "") + (
         f"_cap{walk.max_registers}" if walk.max_registers else "")
 
-    def one(case, ln, sc, window=None):
+    def one(case, ln, sc, window=None, shift=1):
         n = 1 << ln
         b, ss = bases[..., :n], sc[:, None, :n]
         c = M.check_window(window or M.choose_window(n))
         extra = {}
-        if chunk_gib is None:
+        if shift > 1:
+            t0 = time.perf_counter()
+            b = jax.block_until_ready(M.shift_bases(curve, b, c, shift).points)
+            extra.update(shift_factor=shift, precompute_s=time.perf_counter() - t0,
+                         bases_bytes=int(b.nbytes), windows=M.shifted_windows(c, shift))
+            f, comp, mem = aot(M._msm_shifted_jit, curve, b, ss, c, shift, cfg)
+            res = f(b, ss)
+            extra["xla_peak_bytes"] = mem
+        elif chunk_gib is None:
             f, comp, mem = aot(M._msm_jit, curve, b, ss, c, cfg)
             res = f(b, ss)
             extra["xla_peak_bytes"] = mem
@@ -348,6 +359,8 @@ def bench_msm(curve, log_ns, out, reps, bits=(), config=None, windows=(), chunk_
             t = one(name if c is None else f"{name}_c{c}", ln, s, c)
             if c is None:                     # the bits75 comparison is with the default width
                 plain[ln] = t
+        for p in shifts:
+            one(f"{name}_shift{p}", ln, s, shift=p)
     for ln in bits:
         kk = jax.random.fold_in(key, 100 + ln)
         u = jax.random.uniform(kk, (n_top,))
@@ -481,6 +494,9 @@ def main():
     ap.add_argument("--windows", type=ints, default=[],
                     help="window bits of the plain --g1/--g2 cases, each its own record "
                          "(default: choose_window's; hypothesis 36: above 16)")
+    ap.add_argument("--shifts", type=ints, default=[],
+                    help="the plain --g1/--g2 cases also over bases with p shifted copies, "
+                         "comma-separated p > 1 (ops.msm.shift_bases; hypothesis 75)")
     ap.add_argument("--chunk-gib", type=float, default=None,
                     help="the plain --g1/--g2 cases through msm() within this many GiB "
                          "(chunks of the bases, one bucket array: the proof's msm_h; needed "
@@ -518,6 +534,8 @@ def main():
                          "step, comma-separated k (Unroll.mul_rows; hypothesis 59)")
     ap.add_argument("--out", default=None)
     a = ap.parse_args()
+    if any(p < 2 for p in a.shifts):
+        ap.error(f"--shifts: each factor must be at least 2, got {a.shifts}")
     if a.hold_gib < 0 or (a.msm_gib is not None and a.msm_gib <= 0):
         ap.error("--hold-gib must be at least 0 and --msm-gib above 0")
     try:
@@ -556,7 +574,7 @@ def main():
         bench_to_coset(a.to_coset, a.out, a.reps)
     if a.g1 or a.bits:
         bench_msm(g1, a.g1, a.out, a.reps, a.bits, windows=a.windows,
-                  chunk_gib=a.chunk_gib)
+                  chunk_gib=a.chunk_gib, shifts=a.shifts)
         for cfg in g1_variants if a.g1 else ():
             bench_msm(g1, a.g1, a.out, a.reps, config=cfg, windows=a.windows,
                       chunk_gib=a.chunk_gib)
@@ -567,7 +585,8 @@ def main():
     if a.profile:
         bench_profile(a.profile, a.out, a.reps)
     if a.g2:
-        bench_msm(G2, a.g2, a.out, a.reps, windows=a.windows, chunk_gib=a.chunk_gib)
+        bench_msm(G2, a.g2, a.out, a.reps, windows=a.windows, chunk_gib=a.chunk_gib,
+                  shifts=a.shifts)
         if a.g2_both:
             cfg = M.default_config()
             bench_msm(G2, a.g2, a.out, a.reps,

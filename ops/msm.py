@@ -334,6 +334,17 @@ def bucket_keys(digits: jnp.ndarray, B: int):
     return keys.reshape(-1), payload.reshape(-1)
 
 
+def deal_digits(digits: jnp.ndarray, p: int) -> jnp.ndarray:
+    """Signed digits ``(G, W, N)`` -> ``(G, ⌈W/p⌉, p·N)`` for shifted bases
+    (``shift_bases``): digit t·⌈W/p⌉ + w of point i becomes window w of
+    point t·N + i (zero digits pad W to p·⌈W/p⌉), so that
+    Σ_w 2^(c·w) d_w·P = Σ_w' 2^(c·w') Σ_t d_(t·⌈W/p⌉+w')·(2^(c·t·⌈W/p⌉)·P)."""
+    G, W, N = digits.shape
+    Wp = -(-W // p)
+    d = jnp.pad(digits, ((0, 0), (0, p * Wp - W), (0, 0)))
+    return d.reshape(G, p, Wp, N).transpose(0, 2, 1, 3).reshape(G, Wp, p * N)
+
+
 # ------------------------------------------------------------------ step kernels
 def _prep(C, ar, acc, Q, flags, negate: bool):
     """(restart ? O : acc, negate-bit ? −Q : Q) inside a formula."""
@@ -572,16 +583,18 @@ def horner_windows(curve: Curve, T, c: int):
         acc, lax.dynamic_index_in_dim(T, W - 1 - i, keepdims=False)), T[W - 1])
 
 
-def reduce_buckets(curve: Curve, buckets, G: int, c: int, cfg: MSMConfig):
+def reduce_buckets(curve: Curve, buckets, G: int, c: int, cfg: MSMConfig,
+                   windows: int | None = None):
     """Σ_w 2^(c·w) Σ_b b·bucket[g, w, b−1] for each of the G scalar vectors:
-    buckets ``(3, *fp, G·W·B)`` -> ``(3, *fp, G)``.
+    buckets ``(3, *fp, G·W·B)`` -> ``(3, *fp, G)``; W = ``windows``, default
+    ``num_windows(c)`` (shifted bases: fewer).
 
     Each window's B buckets are cut into ng groups of g (ng·G·W lanes, at
     most ``small_lanes``, or ``lanes`` with ``horner``) reduced by running
     sums from the top (g sequential steps): S_grp = Σ_t (t+1)·X_t, R_grp =
     Σ_t X_t, so Σ_b b·X_b = Σ_grp S_grp + g·Σ_grp grp·R_grp.  The windows
     are then combined as ``MSMConfig.horner`` and ``small_weights`` say."""
-    W, B = num_windows(c), 1 << (c - 1)
+    W, B = windows or num_windows(c), 1 << (c - 1)
     S = cfg.lanes if cfg.horner else cfg.small_lanes
     ng = 1
     while ng * 2 <= B and G * W * ng * 2 <= S:
@@ -667,17 +680,21 @@ def _is_identity_pm(bases_pm):
     return jnp.all(bases_pm == 0, axis=1)
 
 
-def _msm_core(curve: Curve, bases_pm, k, c: int, cfg: MSMConfig):
+def _msm_core(curve: Curve, bases_pm, k, c: int, cfg: MSMConfig, shifts: int = 1):
     """Buckets ``(3, *fp, G·W·B)`` of one chunk: bases point-major
     ``(N, rows)``, canonical scalars ``(8, G, N)``.  Scalars of identity
     bases (0, 0) are taken as 0, so their digits are skipped (a proving key's
-    query points are the identity for variables absent from that matrix)."""
-    G = k.shape[1]
-    W, B = num_windows(c), 1 << (c - 1)
-    k = jnp.where(_is_identity_pm(bases_pm), jnp.uint32(0), k)
+    query points are the identity for variables absent from that matrix).
+    ``shifts`` p > 1: bases_pm are ``shift_bases``' p·N rows and the digits
+    are dealt to them (``deal_digits``): W = ⌈num_windows(c)/p⌉."""
+    G, n = k.shape[1], k.shape[-1]
+    B = 1 << (c - 1)
+    k = jnp.where(_is_identity_pm(bases_pm[:n]), jnp.uint32(0), k)
     digits = signed_digits(k, c).transpose(1, 0, 2)                # (G, W, N)
+    if shifts > 1:
+        digits = deal_digits(digits, shifts)                       # (G, ⌈W/p⌉, p·N)
     keys, payload = bucket_keys(digits, B)
-    return bucket_sums(curve, bases_pm, keys, payload, G * W * B, cfg)
+    return bucket_sums(curve, bases_pm, keys, payload, G * digits.shape[1] * B, cfg)
 
 
 def _traced(cfg: MSMConfig) -> MSMConfig:
@@ -692,6 +709,14 @@ def _msm_jit(curve, bases, scalars, c, cfg):
     k = Fr.from_montgomery(scalars)
     buckets = _msm_core(curve, point_major(curve, bases), k, c, cfg)
     return reduce_buckets(curve, buckets, k.shape[1], c, cfg)
+
+
+@functools.partial(aot.program, static_argnums=(0, 3, 4, 5))
+def _msm_shifted_jit(curve, points, scalars, c, p, cfg):
+    """``_msm_jit`` over ``shift_bases``' points ``(2, *fp, p·N)``."""
+    k = Fr.from_montgomery(scalars)
+    buckets = _msm_core(curve, point_major(curve, points), k, c, cfg, p)
+    return reduce_buckets(curve, buckets, k.shape[1], c, cfg, shifted_windows(c, p))
 
 
 @functools.partial(aot.program, static_argnums=(0, 3, 4))
@@ -858,6 +883,80 @@ def _check(curve: Curve, bases, scalars):
         raise TypeError("msm: bases and scalars must be uint32 limb arrays")
 
 
+class ShiftedBases(NamedTuple):
+    """Affine bases with p − 1 shifted copies for c-bit windows (``shift_bases``):
+    ``points`` ``(2, *fp, p·N)``, copy t (points t·N … t·N + N − 1) being
+    2^(c·t·⌈W/p⌉)·P; ``window`` c, ``factor`` p."""
+    points: Any
+    window: int
+    factor: int
+
+
+def shifted_windows(c: int, p: int) -> int:
+    """Windows of an MSM over bases with p shifted copies: ⌈num_windows(c)/p⌉."""
+    return -(-num_windows(c) // p)
+
+
+@functools.partial(jax.jit, static_argnums=(0, 2))
+def _doublings(curve: Curve, P, k: int):
+    """2^k·P for projective P, k doublings."""
+    return lax.fori_loop(0, k, lambda i, x: curve.double(x), P)
+
+
+def shift_bases(curve: Curve, bases, c: int, p: int) -> ShiftedBases:
+    """Affine bases ``(2, *fp, N)`` -> ``ShiftedBases`` for c-bit windows:
+    the bases, then 2^(c·⌈W/p⌉)·P, 2^(2c·⌈W/p⌉)·P, … (p copies in all,
+    c·⌈W/p⌉ doublings between copies, each copy made affine by one batch
+    inversion).  An MSM over them (``msm``) sorts as many entries as over
+    the bases alone but reduces ⌈W/p⌉ windows instead of W and combines
+    them with c·(⌈W/p⌉ − 1) doublings instead of c·(W − 1), at p times
+    the bases' memory: the precomputation of fixed bases (a proving key's)
+    that GPU MSMs offer (ICICLE's ``precompute_factor``; bench/NOTES.md
+    hypothesis 75).  The identity (0, 0) stays the identity."""
+    check_window(c)
+    if not isinstance(p, int) or p < 1:
+        raise ValueError(f"shift_bases: the factor must be an int >= 1, got {p!r}")
+    bases = jnp.asarray(bases)
+    if bases.ndim != len(curve.aff) + 1 or tuple(bases.shape[:-1]) != curve.aff:
+        raise ValueError(f"shift_bases: bases must be affine {curve.name} points of shape "
+                         f"{curve.aff + ('N',)}, got {tuple(bases.shape)}")
+    copies, P = [bases], curve.from_affine(bases)
+    for _ in range(1, p):
+        P = _doublings(curve, P, c * shifted_windows(c, p))
+        copies.append(curve.to_affine(P))
+    return ShiftedBases(jnp.concatenate(copies, axis=-1) if p > 1 else bases, c, p)
+
+
+def _msm_shifted(curve: Curve, bases: ShiftedBases, scalars, cfg: MSMConfig):
+    """``msm`` over shifted bases: unchunked, no 0/1 split (ValueError if
+    the config asks for another window, the shapes disagree, or the working
+    set exceeds the budget)."""
+    pts, c, p = jnp.asarray(bases.points), bases.window, bases.factor
+    if cfg.window not in (None, c):
+        raise ValueError(f"msm: the bases are shifted for {c}-bit windows, the config asks "
+                         f"for {cfg.window}")
+    if scalars.ndim < 2 or scalars.shape[0] != 8 or scalars.dtype != np.uint32:
+        raise ValueError(f"msm: scalars must be uint32 Fr elements of shape (8, *batch, N), "
+                         f"got {scalars.dtype}{tuple(scalars.shape)}")
+    n = scalars.shape[-1]
+    if (pts.ndim != len(curve.aff) + 1 or tuple(pts.shape[:-1]) != curve.aff
+            or pts.shape[-1] != p * n or pts.dtype != np.uint32):
+        raise ValueError(f"msm: bases shifted {p} times for {n} scalars must be affine "
+                         f"{curve.name} points of shape {curve.aff + (p * n,)}, got "
+                         f"{pts.dtype}{tuple(pts.shape)}")
+    batch = scalars.shape[1:-1]
+    G = math.prod(batch)
+    check_window(c, G)
+    if G * shifted_windows(c, p) * p * n >= 1 << 31:
+        raise ValueError(f"msm: {G}·{shifted_windows(c, p)}·{p}·{n} sort entries overflow int32; "
+                         f"shifted bases are not chunked")
+    if cfg.budget_bytes is not None and working_set_bytes(curve, p * n, G, c, cfg) > cfg.budget_bytes:
+        raise ValueError(f"msm: shifted bases are not chunked, and {p}·{n} of them exceed "
+                         f"the budget of {cfg.budget_bytes} bytes")
+    s = _to_device(scalars).reshape(8, G, n)
+    return _msm_shifted_jit(curve, pts, s, c, p, _traced(cfg)).reshape(curve.proj + batch)
+
+
 def msm(curve: Curve, bases, scalars, config: MSMConfig | None = None, on_chunk=None):
     """Σ_i s_i·P_i for every scalar vector: bases affine ``(2, *fp, N)``
     (device or host array), scalars Fr ``(8, *batch, N)`` (device or host
@@ -876,7 +975,12 @@ def msm(curve: Curve, bases, scalars, config: MSMConfig | None = None, on_chunk=
     gathers run on the host).
     No count when the scalars or bases are tracers (``msm`` called under
     ``jit``): the plain path, whose sort already skips zero digits.
-    ``on_chunk``: called between chunks (``_in_chunks``)."""
+    ``on_chunk``: called between chunks (``_in_chunks``).
+
+    ``bases`` may be ``ShiftedBases`` (``shift_bases``): then the MSM runs
+    unchunked in their window, without the 0/1 split."""
+    if isinstance(bases, ShiftedBases):
+        return _msm_shifted(curve, bases, scalars, config or default_config(bases.points))
     cfg = config or default_config(bases)
     _check(curve, bases, scalars)
     n = bases.shape[-1]

@@ -48,6 +48,10 @@ def test_g1_config_variants():
                         "48:1"], cwd=ROOT, capture_output=True, text=True, timeout=300,
                        env=dict(os.environ, JAX_PLATFORMS="cpu"))
     assert r.returncode == 2 and "LANES a power of two" in r.stderr
+    r = subprocess.run([sys.executable, "-m", "bench.ntt_msm", "--g2", "10", "--shifts", "2,1"],
+                       cwd=ROOT, capture_output=True, text=True, timeout=300,
+                       env=dict(os.environ, JAX_PLATFORMS="cpu"))
+    assert r.returncode == 2 and "--shifts: each factor must be at least 2" in r.stderr
 
 
 @pytest.mark.slow

@@ -401,6 +401,57 @@ def test_msm_chunked_equals_unchunked(g1_bases):
     assert G1.to_affine_ints(got) == _expected(ks, sc) and len(calls) == N // 4 - 1
 
 
+@pytest.mark.parametrize("p", [2, 3])
+def test_msm_over_shifted_bases(g1_bases, p):
+    """``shift_bases``: p copies, copy t = 2^(c·t·⌈W/p⌉)·P (checked by
+    py_ecc), and ``msm`` over them equals the plain MSM's py_ecc value,
+    batched, with r − 1 scalars, the identity and repeated bases (c = 4:
+    W = 64, so p = 3 leaves ⌈64/3⌉·3 − 64 = 2 padding windows)."""
+    ks, bases = g1_bases
+    c = 4
+    sb = M.shift_bases(G1, bases, c, p)
+    assert (sb.window, sb.factor) == (c, p) and sb.points.shape == (2, 12, p * N)
+    shift = 1 << (c * M.shifted_windows(c, p))
+    for t in range(p):
+        got = G1.to_affine_ints(sb.points[..., t * N:(t + 1) * N], projective=False)
+        assert got == [_g1(k * shift ** t % R) for k in ks]
+    rng = random.Random(75 + p)
+    rows = [[rng.randrange(R) for _ in range(N)], [R - 1] * 4 + [rng.randrange(R) for _ in range(N - 4)]]
+    assert _run(sb, rows) == [_expected(ks, r) for r in rows]
+    assert _run(sb, rows[0]) == _expected(ks, rows[0])
+
+
+def test_deal_digits_recompose():
+    """Σ over the dealt digits of 2^(c·w')·d·2^(c·t·⌈W/p⌉) gives back each scalar."""
+    c, p = 5, 3
+    rng = random.Random(76)
+    vals = [rng.randrange(R) for _ in range(6)] + [R - 1, 0]
+    limbs = np.array([[(k >> (32 * i)) & 0xFFFFFFFF for k in vals] for i in range(8)], np.uint32)
+    d = M.signed_digits(jnp.asarray(limbs), c)
+    dealt = np.asarray(M.deal_digits(d[:, None, :].transpose(1, 0, 2), p))[0]
+    Wp, n = M.shifted_windows(c, p), len(vals)
+    assert dealt.shape == (Wp, p * n)
+    for i, v in enumerate(vals):
+        assert sum(int(dealt[w, t * n + i]) << (c * (w + t * Wp))
+                   for w in range(Wp) for t in range(p)) == v
+
+
+def test_shifted_bases_bad_input(g1_bases):
+    ks, bases = g1_bases
+    sb = M.shift_bases(G1, bases, 4, 2)
+    s = jnp.asarray(Fr.from_int(np.array([[1] * N], dtype=object)))
+    with pytest.raises(ValueError, match="shifted for 4-bit windows"):
+        M.msm(G1, sb, s, dataclasses.replace(CFG, window=5))
+    with pytest.raises(ValueError, match="shifted 2 times for 16 scalars"):
+        M.msm(G1, sb, s[..., :16], CFG)
+    with pytest.raises(ValueError, match="factor must be an int >= 1"):
+        M.shift_bases(G1, bases, 4, 0)
+    with pytest.raises(ValueError, match="bases must be affine G1"):
+        M.shift_bases(G1, bases[:1], 4, 2)
+    with pytest.raises(ValueError, match="exceed the budget"):
+        M.msm(G1, sb, s, dataclasses.replace(CFG, budget_bytes=1000))
+
+
 def test_msm_g2():
     rng = random.Random(6)
     n = 8

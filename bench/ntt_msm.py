@@ -359,8 +359,9 @@ def bench_msm(curve, log_ns, out, reps, bits=(), config=None, windows=(), chunk_
             t = one(name if c is None else f"{name}_c{c}", ln, s, c)
             if c is None:                     # the bits75 comparison is with the default width
                 plain[ln] = t
-        for p in shifts:
-            one(f"{name}_shift{p}", ln, s, shift=p)
+        for c in windows or [None]:
+            for p in shifts:
+                one(f"{name}{'' if c is None else f'_c{c}'}_shift{p}", ln, s, c, shift=p)
     for ln in bits:
         kk = jax.random.fold_in(key, 100 + ln)
         u = jax.random.uniform(kk, (n_top,))

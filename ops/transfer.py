@@ -159,6 +159,9 @@ def put_planes(x: np.ndarray, pool: Executor | None, plane_ndim: int = 1,
         if out.shape != x.shape or out.dtype != x.dtype:
             raise ValueError(f"put_planes: out is {out.dtype}{list(out.shape)}, "
                              f"x is {x.dtype}{list(x.shape)}")
+        if len(out.devices()) != 1:
+            raise ValueError(f"put_planes: out must live on one device, not "
+                             f"{len(out.devices())}")
         (dev,) = out.devices()
     s = None if dev is None else jax.sharding.SingleDeviceSharding(dev)
     if out is None:

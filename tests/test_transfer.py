@@ -162,9 +162,10 @@ def test_put_with_a_pool_puts_large_numpy_leaves_in_pieces(monkeypatch):
 def test_put_planes_follows_the_default_device():
     """Without ``dev``, ``put_planes`` puts on the default device, a
     ``jax.default_device`` context's too (the engine's workers on other GPUs
-    rely on it); with ``dev``, on dev.  Two CPU devices, in a process of its own."""
+    rely on it); with ``dev``, on dev; with ``out``, on out's device (an out
+    on two devices refused by name).  Two CPU devices, in a process of its own."""
     code = """
-import jax, numpy as np
+import jax, jax.numpy as jnp, numpy as np
 from concurrent.futures import ThreadPoolExecutor
 from ops import transfer as T
 d0, d1 = jax.devices()
@@ -177,6 +178,16 @@ with ThreadPoolExecutor(2) as pool:
         w = T.put_planes(x, p)
         assert (y.devices(), z.devices(), w.devices()) == ({d1}, {d1}, {d0}), (y.devices(), w.devices())
         assert all(np.array_equal(np.asarray(a), x) for a in (y, z, w))
+        o = T.put_planes(x, p, piece_bytes=400, out=jnp.zeros(x.shape, x.dtype, device=d1))
+        assert o.devices() == {d1} and np.array_equal(np.asarray(o), x)   # out's device
+mesh = jax.sharding.Mesh(np.array([d0, d1]), ("d",))
+spread = jax.device_put(jnp.zeros(x.shape, x.dtype),
+                        jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec(None, "d")))
+try:
+    T.put_planes(x, None, out=spread)
+    raise SystemExit("no error for an out on two devices")
+except ValueError as e:
+    assert "out must live on one device, not 2" in str(e), e
 print("ok")
 """
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

@@ -7,6 +7,11 @@ uint32 (its ``(8, n1, n2)`` matrix view as in ``ops.four_step``, a column
 block = ``--cols`` columns of it):
 
 * ``memcpy``: ``np.copyto`` of the whole vector, contiguous (the host's own rate);
+* ``memcpy.threads`` / ``memcpy.fresh.threads`` / ``memcpy.fresh``: the same a
+  limb plane per thread, into a destination written before / into a fresh
+  ``np.empty`` one each call (its first-touch page faults: every proof of the
+  16 GB mode allocates its host a, b, c afresh, 3 vectors, bench/NOTES.md
+  session 41) / into a fresh one on one thread;
 * ``gather_cols`` / ``gather_cols.threads``: a column block made contiguous,
   on one thread / one limb plane per thread (``ops.four_step.put_block``'s gather);
 * ``scatter_cols.threads``: a contiguous block written into the column view,
@@ -55,7 +60,7 @@ from ops import four_step as FS
 from ops import transfer
 from ops.field import Fr
 
-CASES = ("memcpy", "gather_cols", "gather_cols.threads", "scatter_cols.threads",
+CASES = ("memcpy", "memcpy.threads", "memcpy.fresh.threads", "memcpy.fresh", "gather_cols", "gather_cols.threads", "scatter_cols.threads",
          "h2d.pageable", "h2d.pageable.threads", "h2d.pinned", "d2h", "d2h.pinned", "fetch",
          "put_planes", "put_planes.nopool", "put_planes.stack", "put_block.col", "write_block.col")
 
@@ -140,6 +145,12 @@ def main(argv=None):
     def prepared(case):
         if case == "memcpy":
             return None, lambda _: np.copyto(dst, x), x.nbytes
+        if case in ("memcpy.threads", "memcpy.fresh.threads"):
+            fresh = case == "memcpy.fresh.threads"
+            return ((lambda: np.empty_like(x)) if fresh else (lambda: dst)), (
+                lambda d: list(pool.map(lambda i: np.copyto(d[i], x[i]), range(len(x))))), x.nbytes
+        if case == "memcpy.fresh":
+            return (lambda: np.empty_like(x)), (lambda d: np.copyto(d, x)), x.nbytes
         if case == "gather_cols":
             return None, lambda _: np.ascontiguousarray(FS._block(view, "col", 0, cols)), block.nbytes
         if case == "gather_cols.threads":

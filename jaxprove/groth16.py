@@ -440,7 +440,11 @@ def h_coefficients_resident(a: np.ndarray, b: np.ndarray, c: np.ndarray, log_m: 
     found no room in the 32GiB 16 GB mode: bench/NOTES.md session 27).
     Both device vectors are allocated first and reused: a's sweeps run in
     the one that becomes b's, then h's, so no whole vector is allocated
-    after the step's temporaries have come and gone (session 39).
+    after the step's temporaries have come and gone (session 39); each is
+    held as its 8 limb planes (``four_step.put_limbs``), so a pool cut up by
+    earlier steps holds them wherever an eighth of a vector fits (session
+    41: the 32GiB 16 GB mode found 4.5 GiB free for a 4 GiB vector, in two
+    pieces).
     Host traffic: 7 vector transfers (5 in, 2 out), all whole vectors but
     sweep C's column blocks, against ``h_coefficients_host``'s 18; without
     ``overwrite`` h is left on the device, where its MSM needs it."""
@@ -454,7 +458,7 @@ def h_coefficients_resident(a: np.ndarray, b: np.ndarray, c: np.ndarray, log_m: 
     passes = (("col", SWEEP_A), ("row", SWEEP_B))
 
     def sweeps_a_b(x, pool, into):
-        v = FS.put_block(FS.matrix(x, n1), pool, out=into)   # whole: a limb plane per thread
+        v = FS.put_limbs(FS.matrix(x, n1), pool, out=into)   # whole, a limb plane at a time
         for axis, stages in passes:
             k = chunks[axis]
             for q0 in range(0, 1 << (log_m - log_len[axis]), k):
@@ -463,16 +467,19 @@ def h_coefficients_resident(a: np.ndarray, b: np.ndarray, c: np.ndarray, log_m: 
         return v
 
     def back(v, x, pool):   # host (8, *batch, n1, n2): x's buffer, or a new one; a copy
-        out = FS.matrix(x, n1) if overwrite else np.empty(v.shape, v.dtype)  # (v is reused)
-        return fetch_into(out, v, pool)
+        out = FS.matrix(x, n1) if overwrite else np.empty(FS.matrix(x, n1).shape, x.dtype)
+        return fetch_into(out, v, pool)                                # (v is reused)
 
     if overwrite:
         _writable(a, b)
     with transfer.copy_pool() as pool:
-        # The two device vectors, allocated before anything else of this step:
-        # the 32GiB 16 GB mode's c found 4.7 GiB free in two pieces when it was
-        # allocated third, after a's and b's sweeps (bench/NOTES.md session 39)
-        h, t = (jnp.zeros(FS.matrix(a, n1).shape, a.dtype) for _ in range(2))
+        # The two device vectors, allocated before anything else of this step
+        # (the 32GiB 16 GB mode's c found 4.7 GiB free in two pieces when it was
+        # allocated third, after a's and b's sweeps: bench/NOTES.md session 39),
+        # as limb planes (session 41: even allocated first, a whole vector found
+        # no run of the pool its size)
+        plane = FS.matrix(a, n1).shape[1:]
+        h, t = (tuple(jnp.zeros(plane, a.dtype) for _ in range(a.shape[0])) for _ in range(2))
         h = sweeps_a_b(a, pool, h)               # a's sweeps in h's buffer, then b's:
         ea = back(h, a, pool)
         h = sweeps_a_b(b, pool, h)               # sweep D's output buffer, once eb is back
@@ -490,12 +497,20 @@ def h_coefficients_resident(a: np.ndarray, b: np.ndarray, c: np.ndarray, log_m: 
                                          stages=SWEEP_D, log_n=log_m, chunk=k)
         del t
         if overwrite:                        # h's flat order is a's: its first m − 1
-            return fetch_into(a.reshape(h.shape), h, pool).reshape(a.shape)[..., :-1]
-    return h.reshape(a.shape)[..., :-1]
+            return fetch_into(FS.matrix(a, n1), h, pool).reshape(a.shape)[..., :-1]
+    return _joined_head(h, a.shape)
 
 
-def fetch_into(out: np.ndarray, x: jax.Array, pool, in_flight: int = 4) -> np.ndarray:
-    """out (writable host, x's shape ``(8, ...)``) = x (device), a limb
+@functools.partial(jax.jit, static_argnames=("shape",))
+def _joined_head(planes, shape):
+    """Limb planes -> the vector ``(8, *batch, m)`` of ``shape`` less its last
+    element: one program, so beside the planes only its result is allocated."""
+    return jnp.stack(planes).reshape(shape)[..., :-1]
+
+
+def fetch_into(out: np.ndarray, x, pool, in_flight: int = 4) -> np.ndarray:
+    """out (writable host ``(8, ...)``) = x (on the device: an array of out's
+    shape, or its 8 limb planes, a tuple of ``out[i]``'s shape), a limb
     plane per task on ``pool``, ``in_flight`` planes at a time: beyond out,
     host and device hold that many planes' copies (2 GiB at 2^27), not a
     second vector."""
@@ -536,12 +551,12 @@ def resident_chunks(x: np.ndarray, log_m: int, budget: int,
 @functools.partial(jax.jit, static_argnames=("log_m", "chunk"), donate_argnums=(0,))
 def _quotient_resident(t, ea, eb, q0, tabs, dom, *, log_m, chunk):
     """Sweep C of ``h_coefficients_resident``: columns [q0, q0 + chunk) of the
-    device view t (c after sweeps A and B; donated) replaced by
-    ``_quotient_columns`` of them and the column blocks ea, eb."""
-    at = q0.astype(jnp.int32)
-    ec = jax.lax.dynamic_slice_in_dim(t, at, chunk, t.ndim - 1)
-    (q,) = _quotient_columns(q0, ea, eb, ec, tabs, dom, log_m=log_m)
-    return jax.lax.dynamic_update_slice_in_dim(t, q, at, t.ndim - 1)
+    device view held as limb planes t (c after sweeps A and B; donated)
+    replaced by ``_quotient_columns`` of them and the column blocks ea, eb."""
+    at, ax = q0.astype(jnp.int32), t[0].ndim - 1
+    (q,) = _quotient_columns(q0, ea, eb, FS.limb_block(t, at, chunk, ax), tabs, dom,
+                             log_m=log_m)
+    return FS.limb_update(t, q, at, ax)
 
 
 @functools.partial(jax.jit, static_argnames=("log_m",))
@@ -750,7 +765,8 @@ def _h_out_of_core(matrices: pce.Matrices, w, log_m: int, budget: int, lap, host
                    learned=None):
     """h (8, *batch, m − 1) in host memory, computed out of core within
     ``budget`` device bytes per program: host a, b, c (8, *batch, m) from
-    ``pce.evaluate_host`` (checked in row blocks; ``host_plan``, if given),
+    ``pce.evaluate_host`` (``host_plan``, if given; stage spmv), checked in
+    row blocks (``pce.check_host``; stage check),
     then, over a's, b's and c's buffers (``overwrite``: three vectors in host
     memory, where the 32GiB partition's 16 GB mode ran out of host memory
     with five, bench/NOTES.md session 25), ``h_coefficients_resident``
@@ -764,7 +780,7 @@ def _h_out_of_core(matrices: pce.Matrices, w, log_m: int, budget: int, lap, host
     and b; the ntt stage's time then includes that SpMV).  ``learned``:
     ``memory.halving``'s, for every one of these steps."""
     def spmv(b):
-        return pce.evaluate_host(matrices, w, b, length=1 << log_m, check=True,
+        return pce.evaluate_host(matrices, w, b, length=1 << log_m, check=False,
                                  plan=host_plan if b == budget else None, learned=learned)
 
     served = []                     # the SpMV's budget that served
@@ -776,10 +792,11 @@ def _h_out_of_core(matrices: pce.Matrices, w, log_m: int, budget: int, lap, host
         return memory.halving(run, served[0] if served else budget, what, learned=learned)
 
     abc = [lap("spmv", evaluated("prove: the out-of-core SpMV"))]
-    _refuse_unsatisfied(matrices, abc[0][3])
+    _refuse_unsatisfied(matrices, lap("check", pce.check_host(*abc[0], matrices.rows, budget,
+                                                              learned)))
 
     def h(b):
-        a, bb, c, _ = abc.pop() if abc else evaluated("prove: the out-of-core SpMV, again")
+        a, bb, c = abc.pop() if abc else evaluated("prove: the out-of-core SpMV, again")
         try:
             resident_chunks(a, log_m, b)
         except ValueError:

@@ -558,11 +558,23 @@ def evaluate_host(m: Matrices, w, budget: int, *, length: int | None = None,
             if pending is not None:
                 _write_rows(out, *pending, pool)
         del wt
-        first = memory.halving(lambda b: first_bad_host(*outs, m.rows, b, pool), budget,
-                               "evaluate_host: the satisfaction check",
-                               learned=learned) if check else None
+        first = check_host(*outs, m.rows, budget, learned, pool) if check else None
     outs = tuple(x.reshape((Fr.L,) + batch + (length,)) for x in outs)
     return outs + (first.reshape(batch),) if check else outs
+
+
+def check_host(a: np.ndarray, b: np.ndarray, c: np.ndarray, rows: int, budget: int,
+               learned: dict | None = None, pool=None) -> np.ndarray:
+    """``first_bad_host`` over host a, b, c ``(8, *batch, ≥ rows)`` (as
+    ``evaluate_host`` gives them) -> the first of rows [0, rows) with a·b != c
+    per instance (int ``batch``, −1 where satisfied), run again within half
+    the budget where the device runs out of memory (``memory.halving``, with
+    ``learned``)."""
+    batch = a.shape[1:-1]
+    flat = [x.reshape(x.shape[0], -1, x.shape[-1]) for x in (a, b, c)]
+    first = memory.halving(lambda bud: first_bad_host(*flat, rows, bud, pool), budget,
+                           "evaluate_host: the satisfaction check", learned=learned)
+    return first.reshape(batch)
 
 
 # ---------------------------------------------------------------- persistence

@@ -147,33 +147,46 @@ def _line_axis(x, axis: str) -> int:
     return x.ndim - 1 if axis == "col" else x.ndim - 2
 
 
+def limb_block(x, at, size: int, axis: int):
+    """Lines [at, at + size) along ``axis`` of each limb plane of x (a tuple
+    of 8 device arrays ``(*batch, n1, n2)``, see ``put_limbs``), stacked:
+    the block ``(8, *batch, ...)`` (inside a jitted program)."""
+    return jnp.stack([jax.lax.dynamic_slice_in_dim(p, at, size, axis) for p in x])
+
+
+def limb_update(x, y, at, axis: int):
+    """x's limb planes with y ``(8, ...)``'s planes written at ``at`` along ``axis``
+    (in place where x is donated)."""
+    return tuple(jax.lax.dynamic_update_slice_in_dim(p, y[i], at, axis) for i, p in enumerate(x))
+
+
 @functools.partial(jax.jit, static_argnames=("stages", "axis", "log_n", "chunk"),
                    donate_argnums=(0,))
 def resident_step(x, q0, tabs, dom, *, stages, axis, log_n, chunk):
-    """One block of a sweep over a device matrix view x ``(8, *batch, n1, n2)``,
+    """One block of a sweep over a device matrix view ``(8, *batch, n1, n2)``
+    held as its limb planes x (``put_limbs``: 8 arrays ``(*batch, n1, n2)``),
     in place (x donated): lines [q0, q0 + chunk) along ``axis`` through
     ``stages_program`` and back into the same lines."""
-    at = q0.astype(jnp.int32)
-    blk = jax.lax.dynamic_slice_in_dim(x, at, chunk, _line_axis(x, axis))
-    (y,) = stages_program(q0, blk, tabs, dom, stages=stages, axis=axis, out_axis=axis,
-                          log_n=log_n)
-    return jax.lax.dynamic_update_slice_in_dim(x, y, at, _line_axis(x, axis))
+    at, ax = q0.astype(jnp.int32), _line_axis(x[0], axis)
+    (y,) = stages_program(q0, limb_block(x, at, chunk, ax), tabs, dom, stages=stages,
+                          axis=axis, out_axis=axis, log_n=log_n)
+    return limb_update(x, y, at, ax)
 
 
 @functools.partial(jax.jit, static_argnames=("stages", "log_n", "chunk"), donate_argnums=(1,))
 def resident_rows_to_cols(x, out, q0, tabs, dom, *, stages, log_n, chunk):
-    """Rows [q0, q0 + chunk) of the device view x ``(8, *batch, n1, n2)``
-    through ``stages_program``, written as columns [q0, q0 + chunk) of the
-    device view out ``(8, *batch, n2, n1)`` (donated; or any array of its
-    size, e.g. a spent vector's buffer in x's shape, viewed so and returned
-    in its own shape: updated in place either way): ``ntt_host``'s
-    transposed write of a natural output, on the device."""
+    """Rows [q0, q0 + chunk) of the device view ``(8, *batch, n1, n2)`` held
+    as limb planes x through ``stages_program``, written as columns [q0, q0 +
+    chunk) of the view ``(8, *batch, n2, n1)`` held as limb planes out
+    (donated; or any planes of its size, e.g. a spent vector's in x's shape,
+    viewed so and returned in their own shape: updated in place either way):
+    ``ntt_host``'s transposed write of a natural output, on the device."""
     at = q0.astype(jnp.int32)
-    blk = jax.lax.dynamic_slice_in_dim(x, at, chunk, x.ndim - 2)
-    (y,) = stages_program(q0, blk, tabs, dom, stages=stages, axis="row", out_axis="col",
-                          log_n=log_n)
-    o = out.reshape(x.shape[:-2] + x.shape[:-3:-1])
-    return jax.lax.dynamic_update_slice_in_dim(o, y, at, o.ndim - 1).reshape(out.shape)
+    (y,) = stages_program(q0, limb_block(x, at, chunk, x[0].ndim - 2), tabs, dom,
+                          stages=stages, axis="row", out_axis="col", log_n=log_n)
+    shape = x[0].shape[:-2] + x[0].shape[:-3:-1]
+    o = limb_update(tuple(p.reshape(shape) for p in out), y, at, len(shape) - 1)
+    return tuple(p.reshape(q.shape) for p, q in zip(o, out))
 
 
 def matrix(x: np.ndarray, rows: int) -> np.ndarray:
@@ -191,13 +204,28 @@ def _planes(block: np.ndarray) -> np.ndarray:
     return block.reshape((-1,) + block.shape[-2:])
 
 
-def put_block(block: np.ndarray, pool: ThreadPoolExecutor,
-              out: jax.Array | None = None) -> jax.Array:
+def put_block(block: np.ndarray, pool: ThreadPoolExecutor) -> jax.Array:
     """A block ``(8, *batch, a, b)`` of a host view on the device
     (``ops.transfer.put_planes`` of its (a, b) planes: a row block's planes
     are contiguous and are put as they are; a column block's are gathered
-    first, each on its own thread), written into ``out`` (donated) if given."""
-    return transfer.put_planes(block, pool, plane_ndim=2, out=out)
+    first, each on its own thread)."""
+    return transfer.put_planes(block, pool, plane_ndim=2)
+
+
+def put_limbs(block: np.ndarray, pool: ThreadPoolExecutor,
+              out: tuple | None = None) -> tuple:
+    """A block ``(8, *batch, a, b)`` of a host view on the device as its 8
+    limb planes, a tuple of ``(*batch, a, b)`` arrays (each put as
+    ``put_block`` puts), written into the planes ``out`` (donated) if given.
+    A whole vector held so needs no free run of the pool as large as the
+    vector, only eight an eighth its size: the 32GiB 16 GB mode's h found
+    4.5 GiB free for its 4 GiB vector, but in two pieces (bench/NOTES.md
+    session 41)."""
+    if out is not None and len(out) != block.shape[0]:
+        raise ValueError(f"put_limbs: out has {len(out)} planes, the block {block.shape[0]}")
+    return tuple(transfer.put_planes(block[i], pool, plane_ndim=2,
+                                     out=None if out is None else out[i])
+                 for i in range(block.shape[0]))
 
 
 def write_block(block: np.ndarray, result: jax.Array, pool: ThreadPoolExecutor) -> None:

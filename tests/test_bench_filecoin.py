@@ -477,7 +477,7 @@ def test_the_16gb_mode_proves_out_of_core(tmp_path, monkeypatch):
     assert ooc["ballast_bytes"] == 1 << 20 and ooc["device_budget_bytes"] == 1 << 30
     assert ooc["out_of_core_bytes"] == 1 << 23 and ooc["public_match"]
     assert ooc["resident_bytes"] < 1 << 16 and "key_place_s" not in ooc
-    assert {"msm_a", "msm_h", "spmv", "ntt"} <= set(ooc["stages_median_s"])
+    assert {"msm_a", "msm_h", "spmv", "check", "ntt"} <= set(ooc["stages_median_s"])
     # the in-core record: key, matrices and domain on the device, no budget
     assert r is not ooc and r["key_place_s"] > 0 and r["public_match"]
     assert r["out_of_core_bytes"] is None and r["ballast_bytes"] is None

@@ -48,7 +48,8 @@ def test_a_wrong_sweep_is_caught(monkeypatch):
 
 def test_h_memory_programs_update_their_vector_in_place():
     """bench/device/h_memory.py: every program of the device-resident h
-    aliases its donated vector (output = alias: no second copy of t or h),
+    aliases its donated vector's limb planes (output = alias: no second copy
+    of t or h),
     its temporaries below one vector."""
     import importlib.util
     import pathlib
@@ -62,4 +63,6 @@ def test_h_memory_programs_update_their_vector_in_place():
     assert set(ch) == {"col", "row", "quotient"} and min(ch.values()) >= 1
     assert set(out) == {"quotient", "step col", "step row", "rows_to_cols"}
     for name, (arg, o, alias, temp) in out.items():
-        assert o == alias == vector and arg >= vector and temp < vector, (name, out[name])
+        # output: the 8 limb planes (aliased) and the tuple's table of their 8 pointers
+        assert alias == vector <= o <= vector + 64 and arg >= vector and temp < vector, (
+            name, out[name])

@@ -3,6 +3,7 @@ against ops.ntt, the O(n²) Python-int evaluation and _h_coefficients.
 
 Compile-time discipline: every (block shape, stage) is one compile, so the
 cases share a few sizes (2^4 with batch (1,), 2^6 with no batch)."""
+import math
 import random
 
 import jax
@@ -165,29 +166,54 @@ def test_h_coefficients_resident_equals_device():
 
 def test_h_coefficients_resident_allocates_its_vectors_first(monkeypatch):
     """The resident form's two device vectors are allocated before its first
-    program runs and reused: a's and b's whole-vector puts go into one
-    buffer (then h's), c's into the other, so no vector-sized allocation
-    comes after the sweeps' temporaries (session 39's 16 GB mode found a
-    4 GiB vector's room cut in two by them)."""
+    program runs, as limb planes (no allocation a whole vector's size: session
+    41's 16 GB mode found 4.5 GiB free for a 4 GiB vector, in two pieces), and
+    reused: a's and b's whole-vector puts go into one set of planes (then
+    h's), c's into the other, so no vector-sized allocation comes after the
+    sweeps' temporaries (session 39's)."""
     k, batch, log_n1 = 6, (2,), 3
     vs, _ = host_vectors(k, batch, 3, 107)
     want = np.asarray(G._h_coefficients(*[jnp.array(v) for v in vs], N.domain(k)))
-    vec, puts, steps = vs[0].nbytes, [], []
-    real_put, real_step = FS.put_block, FS.resident_step
+    vec, puts, steps, sizes = vs[0].nbytes, [], [], []
+    real_put, real_step, real_zeros = FS.put_limbs, FS.resident_step, jnp.zeros
 
     def put(block, pool, out=None):
-        if block.nbytes == vec:
-            puts.append((len(steps), out is not None and out.unsafe_buffer_pointer()))
+        assert block.nbytes == vec
+        puts.append((len(steps), out is not None and [p.unsafe_buffer_pointer() for p in out]))
         return real_put(block, pool, out=out)
 
-    monkeypatch.setattr(FS, "put_block", put)
+    def zeros(shape, *a, **kw):
+        sizes.append(math.prod(shape) * 4)
+        return real_zeros(shape, *a, **kw)
+
+    monkeypatch.setattr(FS, "put_limbs", put)
     monkeypatch.setattr(FS, "resident_step", lambda *a, **kw: steps.append(1) or real_step(*a, **kw))
+    monkeypatch.setattr(G.jnp, "zeros", zeros)
     budget = 2 * vec + FS.step_bytes(1, log_n1, 3, 2, k, log_n1)
     got = G.h_coefficients_resident(*vs, k, budget, log_n1=log_n1)
+    monkeypatch.setattr(G.jnp, "zeros", real_zeros)
     assert np.array_equal(np.asarray(got), want)
     assert [s for s, _ in puts][0] == 0 and len(puts) == 3 and all(p for _, p in puts)
     (_, pa), (_, pb), (_, pc) = puts
-    assert pa == pb != pc
+    assert pa == pb and not set(pa) & set(pc) and len(set(pa + pc)) == 16
+    assert max(sizes) < vec and sizes.count(vec // 8) >= 16    # limb planes, no whole vector
+
+
+def test_put_limbs_writes_given_planes():
+    """``put_limbs``: a block's 8 limb planes, each its own device array,
+    written into given planes (their buffers reused) and refused when the
+    count differs."""
+    x = np.arange(8 * 2 * 4 * 6, dtype=np.uint32).reshape(8, 2, 4, 6)
+    with transfer.copy_pool() as pool:
+        got = FS.put_limbs(x, pool)
+        assert len(got) == 8 and all(np.array_equal(np.asarray(g), x[i]) for i, g in enumerate(got))
+        out = tuple(jnp.zeros((2, 4, 6), jnp.uint32) for _ in range(8))
+        ptrs = [o.unsafe_buffer_pointer() for o in out]
+        y = FS.put_limbs(x + 1, pool, out=out)
+        assert [p.unsafe_buffer_pointer() for p in y] == ptrs
+        assert all(np.array_equal(np.asarray(g), x[i] + 1) for i, g in enumerate(y))
+        with pytest.raises(ValueError, match="7 planes"):
+            FS.put_limbs(x, pool, out=y[:7])
 
 
 def batch_shape(batch, k):

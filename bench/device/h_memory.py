@@ -28,7 +28,7 @@ def analyse(log_m: int, budget: int) -> tuple[dict, dict]:
     ch = G.resident_chunks(x, log_m, budget, log_n1)
     tabs = FS.tables(log_m)
     dom = {"col": N.domain(log_n1, cosets=False), "row": N.domain(log_m - log_n1, cosets=False)}
-    t = jax.ShapeDtypeStruct((8, 1, n1, n2), jnp.uint32)
+    t = (jax.ShapeDtypeStruct((1, n1, n2), jnp.uint32),) * 8     # limb planes
     q0 = jnp.uint32(0)
     blk = jax.ShapeDtypeStruct((8, 1, n1, ch["quotient"]), jnp.uint32)
     step = jax.jit(FS.resident_step, static_argnames=("stages", "axis", "log_n", "chunk"),

@@ -18,6 +18,16 @@ kernel).  Cases:
 * ``msm``: ``ops.msm.msm`` of 2^k random points of ``--curve`` (G1 or G2)
   and scalars (default configuration; ``--window`` c, ``--budget-gib`` G:
   within G GiB, in chunks as the proof's msm_h);
+* ``spmv_host`` / ``h_resident``: the 16 GB mode's spmv and ntt stages:
+  ``pce.evaluate_host`` of a Filecoin circuit (as ``spmv``) within
+  ``--budget-gib`` (default 9) over its prepared ``pce.host_plan``, the
+  satisfaction check after it (``pce.check_host``); and
+  ``groth16.h_coefficients_resident`` (``overwrite``, the prover's form) of
+  random host a, b, c at 2^k within the same budget.  Their host work
+  (puts, fetches, row writes) shows as the named spans of the record's
+  ``spans`` (``jax.profiler.TraceAnnotation`` in the library: ms and count
+  per call, each span's time on the thread that ran it), beside the
+  device's busy time;
 * ``spmv``: ``pce.evaluate`` of a Filecoin circuit (``--kind``, ``--size``,
   ``--challenges``) on a random witness (the gathers and additions do not
   depend on the values); its matrices from ``--circuit-dir`` where
@@ -50,7 +60,8 @@ from bench.common import argv_command, emit, environment, time_fn
 from bench.ntt_msm import make_bases, rand_fr
 from ops import spmv
 
-CASES = ("ntt", "to_coset", "h", "msm", "spmv")
+CASES = ("ntt", "to_coset", "h", "msm", "spmv", "spmv_host", "h_resident")
+SPANS = ("evaluate_host.", "check_host.", "h_resident.")   # the library's named host spans
 SKIP_LINES = ("XLA Modules", "Steps", "Framework", "Source", "python", "TraceMe", "Task")
 
 
@@ -95,7 +106,16 @@ def stage(case: str, log_n: int = 20, kind: str = "porep", size: str = "2KiB",
         c, chunk = M.plan(C, 1 << log_n, 1, cfg)
         return ((lambda b, s: M.msm(C, b, s, cfg)), (bases, s),
                 f"{curve} 2^{log_n}, c={c}, chunks of 2^{chunk.bit_length() - 1}")
-    if case == "spmv":
+    budget = int((9 if budget_gib is None else budget_gib) * 2**30)
+    if case == "h_resident":
+        import numpy as np
+        abc = [np.asarray(_vector(jax.random.fold_in(key, i), 1 << log_n)) for i in range(3)]
+
+        def h(a, b, c):     # overwrite: a and b are work buffers, fresh copies each call
+            return G.h_coefficients_resident(a.copy(), b.copy(), c, log_n, budget,
+                                             overwrite=True)
+        return h, tuple(abc), f"2^{log_n} within {budget / 2**30:.3g} GiB"
+    if case in ("spmv", "spmv_host"):
         from bench import filecoin as F
         from jaxprove import pce
         spec = F.spec_for(kind, size, challenges)
@@ -104,8 +124,18 @@ def stage(case: str, log_n: int = 20, kind: str = "porep", size: str = "2KiB",
             m = pce.extract(spec.record())
         w = _vector(key, m.num_vars)
         label = f"{kind} {size}" + (f" c{challenges}" if challenges else "")
-        return (jax.jit(lambda m, w: pce.evaluate.jitted(m, w, form)), (m, w),
-                f"{label}: {m.rows} rows")
+        if case == "spmv":
+            return (jax.jit(lambda m, w: pce.evaluate.jitted(m, w, form)), (m, w),
+                    f"{label}: {m.rows} rows")
+        host = pce.to_host(m)
+        del m
+        plan = pce.host_plan(host, 1, budget)
+        length = 1 << G.domain_log(host.rows)
+
+        def spmv_host(w):
+            a, b, c = pce.evaluate_host(host, w, budget, length=length, plan=plan)
+            return pce.check_host(a, b, c, host.rows, budget)
+        return spmv_host, (w,), f"{label}: {host.rows} rows within {budget / 2**30:.3g} GiB"
     raise ValueError(f"profile: unknown case {case!r} (one of {', '.join(CASES)})")
 
 
@@ -120,6 +150,14 @@ def summarize(xplane: str, calls: int, top: int = 25) -> dict:
     host = not planes
     if host:
         planes = [p for p in data.planes if p.name.startswith("/host:CPU")]
+    spans = defaultdict(lambda: [0.0, 0])
+    for plane in data.planes:
+        if plane.name.startswith("/host:"):
+            for line in plane.lines:
+                for ev in line.events:
+                    if ev.name.startswith(SPANS):
+                        spans[ev.name][0] += ev.duration_ns
+                        spans[ev.name][1] += 1
     per_line, events, hlo = defaultdict(float), defaultdict(lambda: [0.0, 0]), {}
     for plane in planes:
         for line in plane.lines:
@@ -146,6 +184,8 @@ def summarize(xplane: str, calls: int, top: int = 25) -> dict:
         "top": [{"name": n, "line": ln, "ms": t / calls / 1e6, "count": c / calls,
                  "share": t / busy if busy else 0.0, "hlo": hlo.get(n, "")}
                 for (n, ln), (t, c) in ranked],
+        "spans": {n: {"ms": t / calls / 1e6, "count": c / calls}
+                  for n, (t, c) in sorted(spans.items())},
     }
 
 
@@ -172,7 +212,7 @@ def profile(case: str, log_n: int = 20, reps: int = 3, kind: str = "porep", size
     finally:
         shutil.rmtree(d, ignore_errors=True)
     return {"case": f"profile.{case}", "size": label, "passes": passes, "form": form,
-            "log_n": log_n if case != "spmv" else None, "traced_calls": reps,
+            "log_n": None if case.startswith("spmv") else log_n, "traced_calls": reps,
             "wall_s": timing["median_s"], "min_s": timing["min_s"], "max_s": timing["max_s"],
             "timed_reps": timing["reps"], **summary}
 
@@ -192,7 +232,8 @@ def main(argv=None):
                          "default $JAXPROVE_SPMV or gather)")
     ap.add_argument("--window", type=int, default=None, help="msm: window bits (default: chosen)")
     ap.add_argument("--budget-gib", type=float, default=None,
-                    help="msm: within this many GiB, in chunks (the proof's msm_h)")
+                    help="msm: within this many GiB, in chunks (the proof's msm_h); "
+                         "spmv_host, h_resident: the out-of-core budget (default 9)")
     ap.add_argument("--curve", default="G1", choices=("G1", "G2"), help="msm: the group")
     ap.add_argument("--reps", type=int, default=3, help="calls traced")
     ap.add_argument("--top", type=int, default=25)

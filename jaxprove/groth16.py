@@ -44,6 +44,7 @@ from typing import Callable, NamedTuple
 import jax
 import jax.numpy as jnp
 from jax import lax
+from jax.profiler import TraceAnnotation as span   # named host spans in a profile
 import numpy as np
 
 from jaxprove import memory, pce, store
@@ -458,17 +459,20 @@ def h_coefficients_resident(a: np.ndarray, b: np.ndarray, c: np.ndarray, log_m: 
     passes = (("col", SWEEP_A), ("row", SWEEP_B))
 
     def sweeps_a_b(x, pool, into):
-        v = FS.put_limbs(FS.matrix(x, n1), pool, out=into)   # whole, a limb plane at a time
-        for axis, stages in passes:
-            k = chunks[axis]
-            for q0 in range(0, 1 << (log_m - log_len[axis]), k):
-                v = FS.resident_step(v, jnp.uint32(q0), tabs, dom[axis], stages=stages,
-                                     axis=axis, log_n=log_m, chunk=k)
+        with span("h_resident.put"):
+            v = FS.put_limbs(FS.matrix(x, n1), pool, out=into)   # whole, a limb plane at a time
+        with span("h_resident.sweeps"):
+            for axis, stages in passes:
+                k = chunks[axis]
+                for q0 in range(0, 1 << (log_m - log_len[axis]), k):
+                    v = FS.resident_step(v, jnp.uint32(q0), tabs, dom[axis], stages=stages,
+                                         axis=axis, log_n=log_m, chunk=k)
         return v
 
     def back(v, x, pool):   # host (8, *batch, n1, n2): x's buffer, or a new one; a copy
         out = FS.matrix(x, n1) if overwrite else np.empty(FS.matrix(x, n1).shape, x.dtype)
-        return fetch_into(out, v, pool)                                # (v is reused)
+        with span("h_resident.fetch"):
+            return fetch_into(out, v, pool)                            # (v is reused)
 
     if overwrite:
         _writable(a, b)
@@ -487,17 +491,21 @@ def h_coefficients_resident(a: np.ndarray, b: np.ndarray, c: np.ndarray, log_m: 
         t = sweeps_a_b(c, pool, t)
         k = chunks["quotient"]
         for q0 in range(0, n2, k):
-            blocks = [FS.put_block(FS._block(e, "col", q0, k), pool) for e in (ea, eb)]
-            t = _quotient_resident(t, *blocks, jnp.uint32(q0), tabs, dom["col"], log_m=log_m,
-                                   chunk=k)
+            with span("h_resident.quotient_put"):
+                blocks = [FS.put_block(FS._block(e, "col", q0, k), pool) for e in (ea, eb)]
+            with span("h_resident.quotient"):
+                t = _quotient_resident(t, *blocks, jnp.uint32(q0), tabs, dom["col"],
+                                       log_m=log_m, chunk=k)
         del ea, eb
         k = chunks["row"]
-        for q0 in range(0, n1, k):           # every column of h written: b's values go
-            h = FS.resident_rows_to_cols(t, h, jnp.uint32(q0), tabs, dom["row"],
-                                         stages=SWEEP_D, log_n=log_m, chunk=k)
+        with span("h_resident.rows_to_cols"):
+            for q0 in range(0, n1, k):       # every column of h written: b's values go
+                h = FS.resident_rows_to_cols(t, h, jnp.uint32(q0), tabs, dom["row"],
+                                             stages=SWEEP_D, log_n=log_m, chunk=k)
         del t
         if overwrite:                        # h's flat order is a's: its first m − 1
-            return fetch_into(FS.matrix(a, n1), h, pool).reshape(a.shape)[..., :-1]
+            with span("h_resident.fetch"):
+                return fetch_into(FS.matrix(a, n1), h, pool).reshape(a.shape)[..., :-1]
     return _joined_head(h, a.shape)
 
 

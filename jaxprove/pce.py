@@ -58,6 +58,7 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax.profiler import TraceAnnotation as span   # named host spans in a profile
 
 from circuits import cs
 from jaxprove import memory, store
@@ -471,8 +472,10 @@ def _write_rows(out: np.ndarray, r0: int, r1: int, y, pool) -> None:
     """Rows [r0, r1) of a host (8, B, length) from a block's result (8, B, ≥
     r1 − r0), one plane per task on ``pool`` (the copy also takes the first
     touch of out's pages)."""
-    src = np.asarray(y)
-    list(pool.map(lambda i: np.copyto(out[i][:, r0:r1], src[i][:, :r1 - r0]), range(Fr.L)))
+    with span("evaluate_host.fetch"):
+        src = np.asarray(y)
+    with span("evaluate_host.write_rows"):
+        list(pool.map(lambda i: np.copyto(out[i][:, r0:r1], src[i][:, :r1 - r0]), range(Fr.L)))
 
 
 CHECK_ALIGN = 1 << 12   # rows: a multiple of every power-of-two lane block bn ≤ 4096 (ops.elementwise)
@@ -500,8 +503,10 @@ def first_bad_host(a: np.ndarray, b: np.ndarray, c: np.ndarray, rows: int,
     with transfer.copy_pool(pool) as pool:
         for r0 in range(0, rows, max(C, 1)):
             s = min(r0, rows - C)
-            blocks = (transfer.put_planes(x[:, :, s:s + C], pool) for x in (a, b, c))
-            bad = np.asarray(satisfied(*blocks)[1])
+            with span("check_host.put"):
+                blocks = [transfer.put_planes(x[:, :, s:s + C], pool) for x in (a, b, c)]
+            with span("check_host.satisfied"):
+                bad = np.asarray(satisfied(*blocks)[1])
             new = (first < 0) & (bad >= 0)
             first[new] = s + bad[new]
     return first
@@ -550,8 +555,10 @@ def evaluate_host(m: Matrices, w, budget: int, *, length: int | None = None,
             out[:, :, m.rows:] = 0
             pending = None                 # pipelined: block j + 1 runs while j comes back
             for j, (r0, r1) in enumerate(plan.plans[k].blocks):
-                x = transfer.put(plan.block(k, j), dev, pool)   # pageable: on the pool
-                y = transfer.start_fetch(_spmv_block(x, coeffs, wt))     # pinned on a GPU
+                with span("evaluate_host.put"):
+                    x = transfer.put(plan.block(k, j), dev, pool)   # pageable: on the pool
+                with span("evaluate_host.spmv"):
+                    y = transfer.start_fetch(_spmv_block(x, coeffs, wt))  # pinned on a GPU
                 if pending is not None:
                     _write_rows(out, *pending, pool)
                 pending = (r0, r1, y)

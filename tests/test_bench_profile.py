@@ -54,3 +54,27 @@ def test_profile_msm_of_either_group():
     assert label.startswith("G2 2^3, c=") and bases.shape[-1] == 8 and bases.shape[1] == 2
     with pytest.raises(ValueError, match="curve must be G1 or G2"):
         P.stage("msm", curve="G3")
+
+
+def test_profile_the_16gb_modes_host_stages_names_their_spans(tmp_path):
+    """``spmv_host`` (evaluate_host over a prepared plan, then check_host) and
+    ``h_resident`` (the out-of-core h, overwrite) record the library's named
+    host spans per call beside the device's (here the host's) busy time."""
+    from bench import filecoin as F
+    from jaxprove import pce
+    spec = F.spec_for("window-post", "2KiB", 1)
+    pce.save(pce.extract(spec.record()), str(tmp_path / "fc"), pce.cache_key(spec.topology))
+    rec = P.profile("spmv_host", reps=2, kind="window-post", size="2KiB", challenges=1,
+                    circuit_dir=str(tmp_path / "fc"), top=3, budget_gib=0.001)
+    assert rec["size"].startswith("window-post 2KiB c1: ") and rec["size"].endswith("0.001 GiB")
+    assert rec["log_n"] is None
+    spans = rec["spans"]
+    assert {"evaluate_host.put", "evaluate_host.spmv", "evaluate_host.fetch",
+            "evaluate_host.write_rows", "check_host.put", "check_host.satisfied"} <= set(spans)
+    assert all(s["ms"] > 0 and s["count"] >= 1 for s in spans.values())
+    assert spans["evaluate_host.put"]["count"] >= 3          # a block of A, B and C at least
+    rec = P.profile("h_resident", log_n=6, reps=1, top=3)
+    assert rec["size"] == "2^6 within 9 GiB" and rec["log_n"] == 6
+    assert {"h_resident.put", "h_resident.sweeps", "h_resident.fetch", "h_resident.quotient",
+            "h_resident.rows_to_cols"} <= set(rec["spans"])
+    assert rec["spans"]["h_resident.put"]["count"] == 3      # a, b and c, whole

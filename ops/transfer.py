@@ -155,8 +155,9 @@ def put_planes(x: np.ndarray, pool: Executor | None, plane_ndim: int = 1,
     if in_flight < 1:
         raise ValueError(f"put_planes: in_flight must be at least 1, not {in_flight}")
     pieces = _pieces(x.shape, plane_ndim, x.itemsize, piece_bytes)
-    if out is not None:
-        if out.shape != x.shape or out.dtype != x.dtype:
+    dtype = jax.dtypes.canonicalize_dtype(x.dtype)   # as device_put puts it (int64: int32
+    if out is not None:                              # unless x64 is on)
+        if out.shape != x.shape or out.dtype != dtype:
             raise ValueError(f"put_planes: out is {out.dtype}{list(out.shape)}, "
                              f"x is {x.dtype}{list(x.shape)}")
         if len(out.devices()) != 1:
@@ -165,7 +166,7 @@ def put_planes(x: np.ndarray, pool: Executor | None, plane_ndim: int = 1,
         (dev,) = out.devices()
     s = None if dev is None else jax.sharding.SingleDeviceSharding(dev)
     if out is None:
-        out = jnp.zeros(x.shape, x.dtype, device=s)  # None: the default device (its context too)
+        out = jnp.zeros(x.shape, dtype, device=s)  # None: the default device (its context too)
 
     def put(k):
         return jax.device_put(np.ascontiguousarray(x[pieces[k][1]]), s)

@@ -71,6 +71,18 @@ def test_put_planes_into_a_given_buffer():
             T.put_planes(x, None, out=bad)
 
 
+def test_put_planes_of_int64_puts_them_as_device_put_does():
+    """Host int64 (index arrays) go up as ``jax.device_put`` puts them (int32
+    without x64), with no "int64 not available" warning (the 32GiB 16 GB
+    mode's MSMs printed one per proof, bench/NOTES.md session 41)."""
+    import warnings
+    x = np.arange(8 * 300, dtype=np.int64).reshape(8, 300)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        got = T.put_planes(x, None, piece_bytes=400)
+    assert got.dtype == jax.device_put(x).dtype and np.array_equal(np.asarray(got), x)
+
+
 @pytest.mark.skipif(not HAS_PINNED, reason="no pinned_host memory kind on this device")
 def test_pinned_fetch_equals_the_plain_one():
     x = jnp.asarray(np.random.default_rng(0).integers(0, 2**32, (8, 3, 100), dtype=np.uint32))

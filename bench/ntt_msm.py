@@ -537,6 +537,8 @@ def main():
     a = ap.parse_args()
     if any(p < 2 for p in a.shifts):
         ap.error(f"--shifts: each factor must be at least 2, got {a.shifts}")
+    if a.shifts and a.chunk_gib is not None:
+        ap.error("--shifts runs unchunked (ops.msm.shift_bases): drop --chunk-gib or --shifts")
     if a.hold_gib < 0 or (a.msm_gib is not None and a.msm_gib <= 0):
         ap.error("--hold-gib must be at least 0 and --msm-gib above 0")
     try:

@@ -52,6 +52,10 @@ def test_g1_config_variants():
                        cwd=ROOT, capture_output=True, text=True, timeout=300,
                        env=dict(os.environ, JAX_PLATFORMS="cpu"))
     assert r.returncode == 2 and "--shifts: each factor must be at least 2" in r.stderr
+    r = subprocess.run([sys.executable, "-m", "bench.ntt_msm", "--g2", "10", "--shifts", "2",
+                        "--chunk-gib", "1"], cwd=ROOT, capture_output=True, text=True,
+                       timeout=300, env=dict(os.environ, JAX_PLATFORMS="cpu"))
+    assert r.returncode == 2 and "--shifts runs unchunked" in r.stderr
 
 
 @pytest.mark.slow

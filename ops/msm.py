@@ -935,15 +935,11 @@ def _msm_shifted(curve: Curve, bases: ShiftedBases, scalars, cfg: MSMConfig):
     if cfg.window not in (None, c):
         raise ValueError(f"msm: the bases are shifted for {c}-bit windows, the config asks "
                          f"for {cfg.window}")
-    if scalars.ndim < 2 or scalars.shape[0] != 8 or scalars.dtype != np.uint32:
-        raise ValueError(f"msm: scalars must be uint32 Fr elements of shape (8, *batch, N), "
-                         f"got {scalars.dtype}{tuple(scalars.shape)}")
-    n = scalars.shape[-1]
-    if (pts.ndim != len(curve.aff) + 1 or tuple(pts.shape[:-1]) != curve.aff
-            or pts.shape[-1] != p * n or pts.dtype != np.uint32):
-        raise ValueError(f"msm: bases shifted {p} times for {n} scalars must be affine "
-                         f"{curve.name} points of shape {curve.aff + (p * n,)}, got "
-                         f"{pts.dtype}{tuple(pts.shape)}")
+    n = pts.shape[-1] // p if pts.ndim else 0
+    if pts.ndim and pts.shape[-1] != p * n:
+        raise ValueError(f"msm: bases shifted {p} times hold p·N points, got {pts.shape[-1]}")
+    # one copy's shape against the scalars: msm's own checks
+    _check(curve, jax.ShapeDtypeStruct(pts.shape[:-1] + (n,), pts.dtype), scalars)
     batch = scalars.shape[1:-1]
     G = math.prod(batch)
     check_window(c, G)

@@ -442,8 +442,12 @@ def test_shifted_bases_bad_input(g1_bases):
     s = jnp.asarray(Fr.from_int(np.array([[1] * N], dtype=object)))
     with pytest.raises(ValueError, match="shifted for 4-bit windows"):
         M.msm(G1, sb, s, dataclasses.replace(CFG, window=5))
-    with pytest.raises(ValueError, match="shifted 2 times for 16 scalars"):
+    with pytest.raises(ValueError, match=f"16 scalars for {N} bases"):
         M.msm(G1, sb, s[..., :16], CFG)
+    with pytest.raises(ValueError, match="shifted 2 times hold p·N points, got 5"):
+        M.msm(G1, sb._replace(points=sb.points[..., :5]), s, CFG)
+    with pytest.raises(TypeError, match="uint32 limb arrays"):
+        M.msm(G1, sb, s.astype(jnp.int32), CFG)
     with pytest.raises(ValueError, match="factor must be an int >= 1"):
         M.shift_bases(G1, bases, 4, 0)
     with pytest.raises(ValueError, match="bases must be affine G1"):

@@ -20,6 +20,8 @@
 #    ${BUDGET_GIB:-14} GiB of the pool free (bench.filecoin --device-budget-gib), a, b, c
 #    and h out of core within ${OOC_GIB:-9} GiB, each MSM within ${MSM_GIB:-5} GiB; with
 #    RESIDENT=1 as well, the ballast then goes and the same key is proved resident.
+#    PROVE=0 skips step 2 (the recorded circuit for $AFTER_SH alone, e.g. bench.profile's
+#    spmv_host case over $CIRCUIT_DIR).
 # 3. the small cases $AFTER (default none).
 # $BESIDE_SH and $AFTER_SH: shell commands run after the beside list and after the after
 # list (bash -c, in the repository, $R exported; output in beside.log / after.log).
@@ -86,11 +88,15 @@ if [ -n "${SIXTEEN:-}" ]; then
 else
     MODE="--msm-budget-gib 16 ${RESIDENT:+--then-resident} ${STREAM_REPS:+--streaming-reps $STREAM_REPS}"
 fi
+if [ "${PROVE:-1}" = 0 ]; then
+    say "prove step skipped (PROVE=0)"
+else
 env JAX_LOG_COMPILES=1 ${EXPLAIN:+JAX_EXPLAIN_CACHE_MISSES=1} XLA_PYTHON_CLIENT_MEM_FRACTION=0.95 timeout 1500 python3 -m bench.filecoin --kinds "$K" \
     --sizes "$Z" --circuit-dir "$D" --cache --keys-in-host-memory $MODE \
     --no-verify --reps ${REPS:-5} --save "$R/fc" \
     --out "$R/${K}32.jsonl" > "$R/prove.log" 2>&1
 say "prove rc $?"
+fi
 small ${AFTER-}
 hook after "${AFTER_SH-}"
 touch "$R/done"

@@ -421,7 +421,9 @@ def h_coefficients_host(a: np.ndarray, b: np.ndarray, c: np.ndarray, log_m: int,
 
 def h_coefficients_resident(a: np.ndarray, b: np.ndarray, c: np.ndarray, log_m: int,
                             budget: int, log_n1: int | None = None, *,
-                            overwrite: bool = False) -> jax.Array | np.ndarray:
+                            overwrite: bool = False,
+                            check: Callable[[np.ndarray], None] | None = None
+                            ) -> jax.Array | np.ndarray:
     """``h_coefficients_host`` with whole vectors on the device (hypothesis 39,
     bench/NOTES.md): host a, b, c ``(8, *batch, m)`` (not modified, unless
     ``overwrite``) -> h ``(8, *batch, m − 1)`` on the device, equal bit for
@@ -432,23 +434,29 @@ def h_coefficients_resident(a: np.ndarray, b: np.ndarray, c: np.ndarray, log_m: 
     device copy of h): the result is the host view ``a[..., :m − 1]``, and
     host memory holds three vectors, not five.
 
+    ``check``: called with the first i where a_i·b_i != c_i per instance (int
+    ``batch``, −1 where satisfied; the satisfaction check: a, b, c are the
+    circuit's A·w, B·w, C·w, zero on the padding) before any transform, so
+    it may raise: a and b are then on the device whole, c's rows stream past
+    them in blocks (one vector's traffic, against ``pce.check_host``'s three).
+
     The same four sweeps as ``h_coefficients_host``, run on the device in
-    place (``four_step.resident_step``): a and b each go up whole, through
-    sweeps A and B, and back; c goes up and through A and B and stays; sweep
-    C streams a's and b's column blocks in and writes the quotient over c's
-    columns; sweep D writes h transposed into a second device vector: b's,
-    kept from its sweeps (a 4 GiB vector allocated after sweep C's blocks
-    found no room in the 32GiB 16 GB mode: bench/NOTES.md session 27).
-    Both device vectors are allocated first and reused: a's sweeps run in
-    the one that becomes b's, then h's, so no whole vector is allocated
-    after the step's temporaries have come and gone (session 39); each is
-    held as its 8 limb planes (``four_step.put_limbs``), so a pool cut up by
-    earlier steps holds them wherever an eighth of a vector fits (session
-    41: the 32GiB 16 GB mode found 4.5 GiB free for a 4 GiB vector, in two
-    pieces).
-    Host traffic: 7 vector transfers (5 in, 2 out), all whole vectors but
-    sweep C's column blocks, against ``h_coefficients_host``'s 18; without
-    ``overwrite`` h is left on the device, where its MSM needs it."""
+    place (``four_step.resident_step``): a and b go up whole, each into one
+    of the two device vectors (checked there against c's rows), through
+    sweeps A and B and back; then c goes up into a's vector and through A
+    and B; sweep C streams a's and b's column blocks in and writes the
+    quotient over c's columns; sweep D writes h transposed into b's vector.
+    Both device vectors are allocated first and reused, so no whole vector
+    is allocated after the step's temporaries have come and gone (the 32GiB
+    16 GB mode's third vector found 4.7 GiB free in two pieces, bench/NOTES.md
+    session 39), each as its 8 limb planes (``four_step.put_limbs``), so a
+    pool cut up by earlier steps holds them wherever an eighth of a vector
+    fits (session 41: even allocated first, a 4 GiB vector found 4.5 GiB
+    free in two pieces).
+    Host traffic: 7 vector transfers (5 in, 2 out) and with ``check`` an
+    eighth (c's rows), all whole vectors but sweep C's column blocks,
+    against ``h_coefficients_host``'s 18; without ``overwrite`` h is left
+    on the device, where its MSM needs it."""
     _check_vectors("h_coefficients_resident", a, b, c, log_m)
     log_n1 = FS.default_log_n1(log_m) if log_n1 is None else log_n1
     n1, n2 = 1 << log_n1, 1 << (log_m - log_n1)
@@ -458,9 +466,11 @@ def h_coefficients_resident(a: np.ndarray, b: np.ndarray, c: np.ndarray, log_m: 
     tabs = FS.tables(log_m)
     passes = (("col", SWEEP_A), ("row", SWEEP_B))
 
-    def sweeps_a_b(x, pool, into):
+    def put(x, pool, into):
         with span("h_resident.put"):
-            v = FS.put_limbs(FS.matrix(x, n1), pool, out=into)   # whole, a limb plane at a time
+            return FS.put_limbs(FS.matrix(x, n1), pool, out=into)  # whole, a limb plane at a time
+
+    def sweeps_a_b(v):
         with span("h_resident.sweeps"):
             for axis, stages in passes:
                 k = chunks[axis]
@@ -474,21 +484,31 @@ def h_coefficients_resident(a: np.ndarray, b: np.ndarray, c: np.ndarray, log_m: 
         with span("h_resident.fetch"):
             return fetch_into(out, v, pool)                            # (v is reused)
 
+    def first_bad(u, v, pool):   # a in u, b in v; c's row blocks put past them
+        k, rows = chunks["check"], FS.matrix(c, n1)
+        first = np.full(a.shape[1:-1], -1, np.int64)
+        for r0 in range(0, n1, k):
+            q0 = min(r0, n1 - k)     # the last block overlaps its predecessor: one program
+            with span("h_resident.check"):
+                blk = FS.put_block(rows[..., q0:q0 + k, :], pool)
+                bad = np.asarray(_first_bad_lines(u, v, blk, jnp.uint32(q0)))
+            new = (first < 0) & (bad >= 0)
+            first[new] = q0 * n2 + bad[new]
+        return first
+
     if overwrite:
         _writable(a, b)
     with transfer.copy_pool() as pool:
-        # The two device vectors, allocated before anything else of this step
-        # (the 32GiB 16 GB mode's c found 4.7 GiB free in two pieces when it was
-        # allocated third, after a's and b's sweeps: bench/NOTES.md session 39),
-        # as limb planes (session 41: even allocated first, a whole vector found
-        # no run of the pool its size)
-        plane = FS.matrix(a, n1).shape[1:]
-        h, t = (tuple(jnp.zeros(plane, a.dtype) for _ in range(a.shape[0])) for _ in range(2))
-        h = sweeps_a_b(a, pool, h)               # a's sweeps in h's buffer, then b's:
-        ea = back(h, a, pool)
-        h = sweeps_a_b(b, pool, h)               # sweep D's output buffer, once eb is back
-        eb = back(h, b, pool)
-        t = sweeps_a_b(c, pool, t)
+        plane = FS.matrix(a, n1).shape[1:]       # the two vectors, first
+        u, v = (tuple(jnp.zeros(plane, a.dtype) for _ in range(a.shape[0])) for _ in range(2))
+        u, v = put(a, pool, u), put(b, pool, v)
+        if check is not None:
+            check(first_bad(u, v, pool))
+        u = sweeps_a_b(u)
+        ea = back(u, a, pool)                    # a's transform home; its vector takes c
+        v = sweeps_a_b(v)
+        eb = back(v, b, pool)                    # b's vector: sweep D's output
+        t = sweeps_a_b(put(c, pool, u))
         k = chunks["quotient"]
         for q0 in range(0, n2, k):
             with span("h_resident.quotient_put"):
@@ -496,17 +516,29 @@ def h_coefficients_resident(a: np.ndarray, b: np.ndarray, c: np.ndarray, log_m: 
             with span("h_resident.quotient"):
                 t = _quotient_resident(t, *blocks, jnp.uint32(q0), tabs, dom["col"],
                                        log_m=log_m, chunk=k)
-        del ea, eb
+        del ea, eb, u
         k = chunks["row"]
+        h = v
         with span("h_resident.rows_to_cols"):
             for q0 in range(0, n1, k):       # every column of h written: b's values go
                 h = FS.resident_rows_to_cols(t, h, jnp.uint32(q0), tabs, dom["row"],
                                              stages=SWEEP_D, log_n=log_m, chunk=k)
-        del t
+        del t, v
         if overwrite:                        # h's flat order is a's: its first m − 1
             with span("h_resident.fetch"):
                 return fetch_into(FS.matrix(a, n1), h, pool).reshape(a.shape)[..., :-1]
     return _joined_head(h, a.shape)
+
+
+@jax.jit
+def _first_bad_lines(a, b, c, q0):
+    """The satisfaction check of rows [q0, q0 + k) of the matrix views
+    ``(8, *batch, n1, n2)`` held as limb planes a, b (device) against their
+    row block c ``(8, *batch, k, n2)``: the first failing element of the
+    block per instance, flat within it (int32 ``batch``, −1 where satisfied)."""
+    at, k = q0.astype(jnp.int32), c.shape[-2]
+    ab = [FS.limb_block(x, at, k, x[0].ndim - 2) for x in (a, b)]
+    return pce.rows_satisfied(*(x.reshape(x.shape[:-2] + (-1,)) for x in (*ab, c)))[1]
 
 
 @functools.partial(jax.jit, static_argnames=("shape",))
@@ -540,7 +572,8 @@ def _writable(*xs: np.ndarray) -> list[np.ndarray]:
 def resident_chunks(x: np.ndarray, log_m: int, budget: int,
                     log_n1: int | None = None) -> dict[str, int]:
     """Lines per block of ``h_coefficients_resident``'s sweeps (keys "col",
-    "row": one vector; "quotient": sweep C's three) for vectors like x
+    "row": one vector; "quotient": sweep C's three; "check": rows of the
+    ``(n1, n2)`` view for the satisfaction check) for vectors like x
     ``(8, *batch, m)`` within ``budget`` device bytes, two whole vectors
     counted first; ValueError if the budget cannot hold them and one line."""
     log_n1 = FS.default_log_n1(log_m) if log_n1 is None else log_n1
@@ -552,8 +585,10 @@ def resident_chunks(x: np.ndarray, log_m: int, budget: int,
 
     def lines(log_len, vectors):
         return FS.chunk_lines(log_len, vectors, batch, log_m, log_n1, spare)
+    n2 = 1 << (log_m - log_n1)       # the check: rows of the (n1, n2) view, ~5 vectors' worth
+    check = max(1, min(1 << log_n1, spare // (5 * 32 * batch * n2)))
     return {"col": lines(log_n1, 1), "row": lines(log_m - log_n1, 1),
-            "quotient": lines(log_n1, 3)}
+            "quotient": lines(log_n1, 3), "check": check}
 
 
 @functools.partial(jax.jit, static_argnames=("log_m", "chunk"), donate_argnums=(0,))
@@ -773,8 +808,9 @@ def _h_out_of_core(matrices: pce.Matrices, w, log_m: int, budget: int, lap, host
                    learned=None):
     """h (8, *batch, m − 1) in host memory, computed out of core within
     ``budget`` device bytes per program: host a, b, c (8, *batch, m) from
-    ``pce.evaluate_host`` (``host_plan``, if given; stage spmv), checked in
-    row blocks (``pce.check_host``; stage check),
+    ``pce.evaluate_host`` (``host_plan``, if given; stage spmv), checked
+    (stage check: on the device inside the resident h, a and b there whole
+    and c's rows streamed past them; else ``pce.check_host``'s row blocks),
     then, over a's, b's and c's buffers (``overwrite``: three vectors in host
     memory, where the 32GiB partition's 16 GB mode ran out of host memory
     with five, bench/NOTES.md session 25), ``h_coefficients_resident``
@@ -800,16 +836,18 @@ def _h_out_of_core(matrices: pce.Matrices, w, log_m: int, budget: int, lap, host
         return memory.halving(run, served[0] if served else budget, what, learned=learned)
 
     abc = [lap("spmv", evaluated("prove: the out-of-core SpMV"))]
-    _refuse_unsatisfied(matrices, lap("check", pce.check_host(*abc[0], matrices.rows, budget,
-                                                              learned)))
+
+    def checked(first):
+        _refuse_unsatisfied(matrices, lap("check", first))
 
     def h(b):
         a, bb, c = abc.pop() if abc else evaluated("prove: the out-of-core SpMV, again")
         try:
             resident_chunks(a, log_m, b)
         except ValueError:
+            checked(pce.check_host(a, bb, c, matrices.rows, b, learned))
             return h_coefficients_host(a, bb, c, log_m, b, overwrite=True)
-        return h_coefficients_resident(a, bb, c, log_m, b, overwrite=True)
+        return h_coefficients_resident(a, bb, c, log_m, b, overwrite=True, check=checked)
 
     return lap("ntt", memory.halving(h, budget, "prove: the out-of-core h", learned=learned))
 

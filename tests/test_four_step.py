@@ -168,8 +168,8 @@ def test_h_coefficients_resident_allocates_its_vectors_first(monkeypatch):
     """The resident form's two device vectors are allocated before its first
     program runs, as limb planes (no allocation a whole vector's size: session
     41's 16 GB mode found 4.5 GiB free for a 4 GiB vector, in two pieces), and
-    reused: a's and b's whole-vector puts go into one set of planes (then
-    h's), c's into the other, so no vector-sized allocation comes after the
+    reused: a's and c's whole-vector puts go into one set of planes, b's
+    (then h's) into the other, so no vector-sized allocation comes after the
     sweeps' temporaries (session 39's)."""
     k, batch, log_n1 = 6, (2,), 3
     vs, _ = host_vectors(k, batch, 3, 107)
@@ -194,9 +194,42 @@ def test_h_coefficients_resident_allocates_its_vectors_first(monkeypatch):
     monkeypatch.setattr(G.jnp, "zeros", real_zeros)
     assert np.array_equal(np.asarray(got), want)
     assert [s for s, _ in puts][0] == 0 and len(puts) == 3 and all(p for _, p in puts)
-    (_, pa), (_, pb), (_, pc) = puts
-    assert pa == pb and not set(pa) & set(pc) and len(set(pa + pc)) == 16
+    (_, pa), (_, pb), (_, pc) = puts                 # c goes where a was, once a is home
+    assert pa == pc and not set(pa) & set(pb) and len(set(pa + pb)) == 16
     assert max(sizes) < vec and sizes.count(vec // 8) >= 16    # limb planes, no whole vector
+
+
+def test_h_coefficients_resident_checks_satisfaction_first(monkeypatch):
+    """``check`` gets the first i with a_i·b_i != c_i per instance (−1 where
+    satisfied) before any transform, so that raising there stops the step;
+    c's rows are checked in several blocks (the last overlapping)."""
+    k, batch, log_n1 = 6, (2,), 3
+    vs, _ = host_vectors(k, batch, 3, 108)
+    a, b, _ = vs
+    c = np.asarray(Fr.mul(jnp.asarray(a), jnp.asarray(b)))            # satisfied: c = a·b
+    want = np.asarray(G._h_coefficients(*[jnp.array(v) for v in (a, b, c)], N.domain(k)))
+    vec = a.nbytes
+    budget = 2 * vec + FS.step_bytes(1, log_n1, 3, 2, k, log_n1)
+    assert G.resident_chunks(a, k, budget, log_n1)["check"] == 3    # rows 0-2, 3-5, 5-7
+    seen = []
+    got = G.h_coefficients_resident(a, b, c, k, budget, log_n1=log_n1, check=seen.append)
+    assert np.array_equal(np.asarray(got), want) and len(seen) == 1
+    assert seen[0].shape == batch and (seen[0] == -1).all()
+    bad = c.copy()
+    bad[:, 1, 45] ^= 1                     # instance 1 fails first at 45, instance 0 at 61
+    bad[:, 1, 50] ^= 1
+    bad[:, 0, 61] ^= 1
+    steps = []
+
+    def refuse(first):
+        seen.append(first)
+        raise ValueError("unsatisfied")
+
+    real = FS.resident_step
+    monkeypatch.setattr(FS, "resident_step", lambda *x, **kw: steps.append(1) or real(*x, **kw))
+    with pytest.raises(ValueError, match="unsatisfied"):
+        G.h_coefficients_resident(a, b, bad, k, budget, log_n1=log_n1, check=refuse)
+    assert seen[-1].tolist() == [61, 45] and not steps
 
 
 def test_put_limbs_writes_given_planes():

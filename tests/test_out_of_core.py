@@ -132,7 +132,7 @@ def test_out_of_core_h_steps_run_again_within_half_the_budget(monkeypatch):
             raise oom
         return a, a, a
 
-    def resident(x, y, z, lm, b, *, overwrite):
+    def resident(x, y, z, lm, b, *, overwrite, check):
         assert overwrite
         calls.append(("h", b))
         if b == budget:
@@ -293,7 +293,7 @@ def _same_proof(got, want):
         assert np.array_equal(np.asarray(x), np.asarray(y))
 
 
-STAGES = {"spmv", "ntt", "msm_a", "msm_b_g1", "msm_b_g2", "msm_l", "msm_h", "combine", "total"}
+STAGES = {"spmv", "check", "ntt", "msm_a", "msm_b_g1", "msm_b_g2", "msm_l", "msm_h", "combine", "total"}
 SMALL_MSM = dict(window=4, lanes=8, small_lanes=4, min_steps=4)
 
 

@@ -49,8 +49,7 @@ def test_a_wrong_sweep_is_caught(monkeypatch):
 def test_h_memory_programs_update_their_vector_in_place():
     """bench/device/h_memory.py: every program of the device-resident h
     aliases its donated vector's limb planes (output = alias: no second copy
-    of t or h),
-    its temporaries below one vector."""
+    of t or h), its temporaries below one vector."""
     import importlib.util
     import pathlib
     path = pathlib.Path(__file__).parent.parent / "bench" / "device" / "h_memory.py"
@@ -60,7 +59,7 @@ def test_h_memory_programs_update_their_vector_in_place():
     log_m = 12
     vector = 32 << log_m
     ch, out = mod.analyse(log_m, 2 * vector + (vector >> 1))
-    assert set(ch) == {"col", "row", "quotient"} and min(ch.values()) >= 1
+    assert set(ch) == {"col", "row", "quotient", "check"} and min(ch.values()) >= 1
     assert set(out) == {"quotient", "step col", "step row", "rows_to_cols"}
     for name, (arg, o, alias, temp) in out.items():
         # output: the 8 limb planes (aliased) and the tuple's table of their 8 pointers

@@ -23,7 +23,8 @@ kernel).  Cases:
   ``--budget-gib`` (default 9) over its prepared ``pce.host_plan``, the
   satisfaction check after it (``pce.check_host``); and
   ``groth16.h_coefficients_resident`` (``overwrite``, the prover's form) of
-  random host a, b, c at 2^k within the same budget.  Their host work
+  random host a, b, c at 2^k within the same budget (a and b its work
+  buffers in every call: their values change, the work does not).  Their host work
   (puts, fetches, row writes) shows as the named spans of the record's
   ``spans`` (``jax.profiler.TraceAnnotation`` in the library: ms and count
   per call, each span's time on the thread that ran it), beside the
@@ -109,11 +110,10 @@ def stage(case: str, log_n: int = 20, kind: str = "porep", size: str = "2KiB",
     budget = int((9 if budget_gib is None else budget_gib) * 2**30)
     if case == "h_resident":
         import numpy as np
-        abc = [np.asarray(_vector(jax.random.fold_in(key, i), 1 << log_n)) for i in range(3)]
+        abc = [np.array(_vector(jax.random.fold_in(key, i), 1 << log_n)) for i in range(3)]
 
-        def h(a, b, c):     # overwrite: a and b are work buffers, fresh copies each call
-            return G.h_coefficients_resident(a.copy(), b.copy(), c, log_n, budget,
-                                             overwrite=True)
+        def h(a, b, c):     # overwrite: a and b are its work buffers, reused by every call
+            return G.h_coefficients_resident(a, b, c, log_n, budget, overwrite=True)
         return h, tuple(abc), f"2^{log_n} within {budget / 2**30:.3g} GiB"
     if case in ("spmv", "spmv_host"):
         from bench import filecoin as F

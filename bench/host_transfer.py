@@ -60,7 +60,8 @@ from ops import four_step as FS
 from ops import transfer
 from ops.field import Fr
 
-CASES = ("memcpy", "memcpy.threads", "memcpy.fresh.threads", "memcpy.fresh", "gather_cols", "gather_cols.threads", "scatter_cols.threads",
+CASES = ("memcpy", "memcpy.threads", "memcpy.fresh.threads", "memcpy.fresh", "gather_cols",
+         "gather_cols.threads", "scatter_cols.threads",
          "h2d.pageable", "h2d.pageable.threads", "h2d.pinned", "d2h", "d2h.pinned", "fetch",
          "put_planes", "put_planes.nopool", "put_planes.stack", "put_block.col", "write_block.col")
 

@@ -56,6 +56,7 @@ from collections import defaultdict
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from bench.common import argv_command, emit, environment, time_fn
 from bench.ntt_msm import make_bases, rand_fr
@@ -109,7 +110,6 @@ def stage(case: str, log_n: int = 20, kind: str = "porep", size: str = "2KiB",
                 f"{curve} 2^{log_n}, c={c}, chunks of 2^{chunk.bit_length() - 1}")
     budget = int((9 if budget_gib is None else budget_gib) * 2**30)
     if case == "h_resident":
-        import numpy as np
         abc = [np.array(_vector(jax.random.fold_in(key, i), 1 << log_n)) for i in range(3)]
 
         def h(a, b, c):     # overwrite: a and b are its work buffers, reused by every call

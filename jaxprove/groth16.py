@@ -486,15 +486,12 @@ def h_coefficients_resident(a: np.ndarray, b: np.ndarray, c: np.ndarray, log_m: 
 
     def first_bad(u, v, pool):   # a in u, b in v; c's row blocks put past them
         k, rows = chunks["check"], FS.matrix(c, n1)
-        first = np.full(a.shape[1:-1], -1, np.int64)
-        for r0 in range(0, n1, k):
-            q0 = min(r0, n1 - k)     # the last block overlaps its predecessor: one program
+
+        def first_at(q0):
             with span("h_resident.check"):
                 blk = FS.put_block(rows[..., q0:q0 + k, :], pool)
-                bad = np.asarray(_first_bad_lines(u, v, blk, jnp.uint32(q0)))
-            new = (first < 0) & (bad >= 0)
-            first[new] = q0 * n2 + bad[new]
-        return first
+                return np.asarray(_first_bad_lines(u, v, blk, jnp.uint32(q0)))
+        return pce.first_over_blocks(n1, k, first_at, a.shape[1:-1], unit=n2)
 
     if overwrite:
         _writable(a, b)

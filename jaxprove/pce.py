@@ -499,16 +499,27 @@ def first_bad_host(a: np.ndarray, b: np.ndarray, c: np.ndarray, rows: int,
     if rows and C < 1:
         raise ValueError(f"evaluate_host: the satisfaction check needs {5 * 32 * B} device "
                          f"bytes per row, over the budget of {budget}")
-    first = np.full(B, -1, np.int64)
     with transfer.copy_pool(pool) as pool:
-        for r0 in range(0, rows, max(C, 1)):
-            s = min(r0, rows - C)
+        def first_at(s):
             with span("check_host.put"):
                 blocks = [transfer.put_planes(x[:, :, s:s + C], pool) for x in (a, b, c)]
             with span("check_host.satisfied"):
-                bad = np.asarray(satisfied(*blocks)[1])
-            new = (first < 0) & (bad >= 0)
-            first[new] = s + bad[new]
+                return np.asarray(satisfied(*blocks)[1])
+        return first_over_blocks(rows, C, first_at, (B,))
+
+
+def first_over_blocks(count: int, size: int, first_at, shape, unit: int = 1) -> np.ndarray:
+    """The first failing index per instance (int64 ``shape``, −1 where none)
+    over lines [0, count) checked in blocks of ``size`` lines (the last
+    overlapping its predecessor: one program for all): ``first_at(s)`` gives
+    block [s, s + size)'s first failing index from its start per instance
+    (−1 where none), the index of line s being ``s · unit``."""
+    first = np.full(shape, -1, np.int64)
+    for r0 in range(0, count, max(size, 1)):
+        s = min(r0, count - size)
+        bad = np.asarray(first_at(s))
+        new = (first < 0) & (bad >= 0)
+        first[new] = s * unit + bad[new]
     return first
 
 

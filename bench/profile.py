@@ -17,7 +17,9 @@ kernel).  Cases:
   of a proof (seven transforms, the quotient);
 * ``msm``: ``ops.msm.msm`` of 2^k random points of ``--curve`` (G1 or G2)
   and scalars (default configuration; ``--window`` c, ``--budget-gib`` G:
-  within G GiB, in chunks as the proof's msm_h);
+  within G GiB, in chunks as the proof's msm_h; with ``--host`` too, bases
+  and scalars in host memory and no 0/1 split: the 16 GB mode's msm_h, its
+  spans ``msm.put``, ``msm.chunk``, ``msm.wait``);
 * ``spmv_host`` / ``h_resident``: the 16 GB mode's spmv and ntt stages:
   ``pce.evaluate_host`` of a Filecoin circuit (as ``spmv``) within
   ``--budget-gib`` (default 9) over its prepared ``pce.host_plan``, the
@@ -63,7 +65,7 @@ from bench.ntt_msm import make_bases, rand_fr
 from ops import spmv
 
 CASES = ("ntt", "to_coset", "h", "msm", "spmv", "spmv_host", "h_resident")
-SPANS = ("evaluate_host.", "check_host.", "h_resident.")   # the library's named host spans
+SPANS = ("evaluate_host.", "check_host.", "h_resident.", "msm.")   # the library's named host spans
 SKIP_LINES = ("XLA Modules", "Steps", "Framework", "Source", "python", "TraceMe", "Task")
 
 
@@ -75,7 +77,7 @@ def _vector(key, n):
 def stage(case: str, log_n: int = 20, kind: str = "porep", size: str = "2KiB",
           challenges: int | None = None, circuit_dir: str | None = None,
           passes: str | None = None, form: str | None = None, window: int | None = None,
-          budget_gib: float | None = None, curve: str = "G1"):
+          budget_gib: float | None = None, curve: str = "G1", host_inputs: bool = False):
     """(function, arguments, size label) of a case (module docstring)."""
     from jaxprove import groth16 as G
     from ops import ntt as N
@@ -105,9 +107,17 @@ def stage(case: str, log_n: int = 20, kind: str = "porep", size: str = "2KiB",
         cfg = M.default_config(bases)
         cfg = dataclasses.replace(cfg, window=window, budget_bytes=None if budget_gib is None
                                   else int(budget_gib * 2**30))
-        c, chunk = M.plan(C, 1 << log_n, 1, cfg)
+        if host_inputs and budget_gib is None:
+            raise ValueError("profile: --host streams the MSM's inputs: it needs --budget-gib")
+        host = host_inputs
+        if host:                    # the 16 GB mode's msm_h (groth16.prove_msms): host
+            bases, s = np.asarray(bases), np.asarray(s)     # bases and scalars, no 0/1 split
+            cfg = dataclasses.replace(cfg, split_threshold=None)
+        extra = (lambda k: 2 * M._bases_bytes(C, k) + 2 * k * 32) if host else None
+        c, chunk = M.plan(C, 1 << log_n, 1, cfg, *([extra] if extra else []))
         return ((lambda b, s: M.msm(C, b, s, cfg)), (bases, s),
-                f"{curve} 2^{log_n}, c={c}, chunks of 2^{chunk.bit_length() - 1}")
+                f"{curve} 2^{log_n}, c={c}, chunks of 2^{chunk.bit_length() - 1}"
+                + (", host bases and scalars" if host else ""))
     budget = int((9 if budget_gib is None else budget_gib) * 2**30)
     if case == "h_resident":
         abc = [np.array(_vector(jax.random.fold_in(key, i), 1 << log_n)) for i in range(3)]
@@ -192,13 +202,13 @@ def summarize(xplane: str, calls: int, top: int = 25) -> dict:
 def profile(case: str, log_n: int = 20, reps: int = 3, kind: str = "porep", size: str = "2KiB",
             challenges: int | None = None, top: int = 25, circuit_dir: str | None = None,
             passes: str | None = None, form: str | None = None, window: int | None = None,
-            budget_gib: float | None = None, curve: str = "G1") -> dict:
+            budget_gib: float | None = None, curve: str = "G1", host_inputs: bool = False) -> dict:
     """One case: timed (``time_fn``, 5 repetitions after a warm-up), then
     ``reps`` calls traced and summarized (``summarize``)."""
     if reps < 1:
         raise ValueError(f"profile: reps must be >= 1, got {reps}")
     fn, args, label = stage(case, log_n, kind, size, challenges, circuit_dir, passes, form,
-                            window, budget_gib, curve)
+                            window, budget_gib, curve, host_inputs)
     timing = time_fn(fn, args, reps=5, target_s=0.0)
     d = tempfile.mkdtemp(prefix="jaxprove-profile-")
     try:
@@ -235,6 +245,9 @@ def main(argv=None):
                     help="msm: within this many GiB, in chunks (the proof's msm_h); "
                          "spmv_host, h_resident: the out-of-core budget (default 9)")
     ap.add_argument("--curve", default="G1", choices=("G1", "G2"), help="msm: the group")
+    ap.add_argument("--host", action="store_true",
+                    help="msm: bases and scalars in host memory, streamed in chunks within "
+                         "--budget-gib (the 16 GB mode's msm_h)")
     ap.add_argument("--reps", type=int, default=3, help="calls traced")
     ap.add_argument("--top", type=int, default=25)
     ap.add_argument("--cache", action="store_true", help="persistent compilation cache")
@@ -246,7 +259,7 @@ def main(argv=None):
         from jaxprove.cache import enable_compilation_cache
         enable_compilation_cache()
     rec = profile(a.case, a.log_n, a.reps, a.kind, a.size, a.challenges, a.top, a.circuit_dir,
-                  a.passes, a.form, a.window, a.budget_gib, a.curve)
+                  a.passes, a.form, a.window, a.budget_gib, a.curve, a.host)
     emit({**rec, "command": argv_command(), **environment()}, a.out)
 
 

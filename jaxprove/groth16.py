@@ -432,7 +432,10 @@ def h_coefficients_resident(a: np.ndarray, b: np.ndarray, c: np.ndarray, log_m: 
     hold one line).  With ``overwrite`` a's and b's transforms come back into
     their buffers and h into a's, a limb plane at a time (``fetch_into``; no
     device copy of h): the result is the host view ``a[..., :m − 1]``, and
-    host memory holds three vectors, not five.
+    host memory holds three vectors, not five.  The transforms come back as
+    sweep C's column blocks (``_column_blocks``, as many planes at a time
+    as the budget beside the two vectors holds, at least one), so its puts
+    read contiguous host memory.
 
     ``check``: called with the first i where a_i·b_i != c_i per instance (int
     ``batch``, −1 where satisfied; the satisfaction check: a, b, c are the
@@ -479,10 +482,14 @@ def h_coefficients_resident(a: np.ndarray, b: np.ndarray, c: np.ndarray, log_m: 
                                          axis=axis, log_n=log_m, chunk=k)
         return v
 
-    def back(v, x, pool):   # host (8, *batch, n1, n2): x's buffer, or a new one; a copy
-        out = FS.matrix(x, n1) if overwrite else np.empty(FS.matrix(x, n1).shape, x.dtype)
-        with span("h_resident.fetch"):
-            return fetch_into(out, v, pool)                            # (v is reused)
+    k_c = chunks["quotient"]                     # sweep C's columns per block
+    in_flight = max(1, (budget - 2 * a.nbytes) // (a.nbytes // a.shape[0]))
+
+    def back(v, x, pool):   # host (8, *batch, n2/k_c, n1, k_c): x's buffer, or a new one
+        out = (x if overwrite else np.empty_like(x)).reshape(
+            x.shape[:-1] + (n2 // k_c, n1, k_c))
+        with span("h_resident.fetch"):                 # (v is reused)
+            return fetch_into(out, v, pool, in_flight, lambda p: _column_blocks(p, k_c))
 
     def first_bad(u, v, pool):   # a in u, b in v; c's row blocks put past them
         k, rows = chunks["check"], FS.matrix(c, n1)
@@ -506,13 +513,12 @@ def h_coefficients_resident(a: np.ndarray, b: np.ndarray, c: np.ndarray, log_m: 
         v = sweeps_a_b(v)
         eb = back(v, b, pool)                    # b's vector: sweep D's output
         t = sweeps_a_b(put(c, pool, u))
-        k = chunks["quotient"]
-        for q0 in range(0, n2, k):
-            with span("h_resident.quotient_put"):
-                blocks = [FS.put_block(FS._block(e, "col", q0, k), pool) for e in (ea, eb)]
+        for q0 in range(0, n2, k_c):
+            with span("h_resident.quotient_put"):     # contiguous: (8, *batch, n1, k_c)
+                blocks = [FS.put_block(e[..., q0 // k_c, :, :], pool) for e in (ea, eb)]
             with span("h_resident.quotient"):
                 t = _quotient_resident(t, *blocks, jnp.uint32(q0), tabs, dom["col"],
-                                       log_m=log_m, chunk=k)
+                                       log_m=log_m, chunk=k_c)
         del ea, eb, u
         k = chunks["row"]
         h = v
@@ -545,17 +551,31 @@ def _joined_head(planes, shape):
     return jnp.stack(planes).reshape(shape)[..., :-1]
 
 
-def fetch_into(out: np.ndarray, x, pool, in_flight: int = 4) -> np.ndarray:
+def fetch_into(out: np.ndarray, x, pool, in_flight: int = 4,
+               prepare: Callable | None = None) -> np.ndarray:
     """out (writable host ``(8, ...)``) = x (on the device: an array of out's
     shape, or its 8 limb planes, a tuple of ``out[i]``'s shape), a limb
     plane per task on ``pool``, ``in_flight`` planes at a time: beyond out,
     host and device hold that many planes' copies (2 GiB at 2^27), not a
-    second vector."""
+    second vector.  ``prepare``: a device program applied to each plane
+    before it comes back (its result of ``out[i]``'s shape; one temporary
+    plane on the device per plane in flight)."""
     n = out.shape[0]
+    prepare = prepare or (lambda p: p)
     for g in range(0, n, in_flight):
-        list(pool.map(lambda i: np.copyto(out[i], transfer.fetch(x[i])),
+        list(pool.map(lambda i: np.copyto(out[i], transfer.fetch(prepare(x[i]))),
                       range(g, min(n, g + in_flight))))
     return out
+
+
+@functools.partial(jax.jit, static_argnames=("k",))
+def _column_blocks(plane, k: int):
+    """A plane ``(*batch, n1, n2)`` as its column blocks of k:
+    ``(*batch, n2/k, n1, k)``, block q = columns [q·k, (q + 1)·k), so each
+    is contiguous in host memory (sweep C's puts; gathered from a strided
+    host view they took 2.30 s of the 32GiB h, bench/NOTES.md hypothesis 81)."""
+    *batch, n1, n2 = plane.shape
+    return jnp.swapaxes(plane.reshape(*batch, n1, n2 // k, k), -3, -2)
 
 
 def _writable(*xs: np.ndarray) -> list[np.ndarray]:

@@ -343,7 +343,10 @@ def _plan(m: Matrices, rbs: list, batch: int, budget: int) -> list[Plan] | None:
     largest ``_caps`` of the matrices for the largest t whose padded block
     fits the budget (the bytes grow with t); the ``_greedy`` blocks of
     each matrix within them; shape: the per-axis largest sizes of all
-    those blocks (within the caps, so within the budget)."""
+    those blocks (within the caps, so within the budget), and one more
+    long row where a block has as many long rows but fewer pieces (its
+    padding pieces need a padding long row, ``ops.spmv.row_block``; the
+    budget counts it)."""
     x = rbs[0].m
     lows = [rb.smallest() for rb in rbs]
     wholes = [spmv.whole_shape(rb.m) for rb in rbs]
@@ -352,18 +355,24 @@ def _plan(m: Matrices, rbs: list, batch: int, budget: int) -> list[Plan] | None:
         return spmv.BlockShape(*map(max, zip(*(_caps(lo, w, t, x.rows)
                                                 for lo, w in zip(lows, wholes)))))
 
-    if block_bytes(m, x, batch, caps(0)) > budget:
+    def fits(t):                    # a padding long row counted (below)
+        c = caps(t)
+        return block_bytes(m, x, batch, c._replace(long=c.long + 1)) <= budget
+
+    if not fits(0):
         return None
     lo, hi = 0, x.rows
     while lo < hi:
         mid = (lo + hi + 1) // 2
-        if block_bytes(m, x, batch, caps(mid)) <= budget:
+        if fits(mid):
             lo = mid
         else:
             hi = mid - 1
     blocks = [_greedy(rb, caps(lo)) for rb in rbs]
     sizes = np.array([rb.counts(r0, r1) for rb, bl in zip(rbs, blocks) for r0, r1 in bl])
     shape = spmv.BlockShape(*(int(v) for v in sizes.max(axis=0)))
+    if ((sizes[:, 1] == shape.long) & (sizes[:, 2] < shape.pieces)).any():
+        shape = shape._replace(long=shape.long + 1)   # every block's padding pieces: a padding row's
     return [Plan(bl, shape) for bl in blocks]
 
 

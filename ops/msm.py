@@ -72,6 +72,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from jax import lax
+from jax.profiler import TraceAnnotation as span   # named host spans in a profile
 
 from ops import aot, segsum, transfer
 from ops.curve import Curve
@@ -847,7 +848,8 @@ def _in_chunks(n: int, chunk: int, step, acc, on_chunk=None):
         if lo and on_chunk is not None:
             on_chunk()
         if len(pending) == 2:
-            jax.block_until_ready(pending.pop(0))
+            with span("msm.wait"):
+                jax.block_until_ready(pending.pop(0))
         acc = step(lo, min(n, lo + chunk), acc)
         pending.append(acc)
     return acc
@@ -1012,8 +1014,10 @@ def msm(curve: Curve, bases, scalars, config: MSMConfig | None = None, on_chunk=
 
     def step(lo, hi, buckets):
         b, sc = _pad_last(bases[..., lo:hi], chunk), _pad_last(s[..., lo:hi], chunk)
-        return _chunk_jit(curve, _to_device(b, pool), _to_device(sc, pool), c, _traced(cfg),
-                          buckets)
+        with span("msm.put"):
+            b, sc = _to_device(b, pool), _to_device(sc, pool)
+        with span("msm.chunk"):
+            return _chunk_jit(curve, b, sc, c, _traced(cfg), buckets)
 
     with transfer.copy_pool() as pool:     # one for every chunk's puts
         buckets = _in_chunks(n, chunk, step, curve.identity((bucket_count(c, G),)),
@@ -1064,7 +1068,10 @@ def bits_sum(curve: Curve, bases, bits, config: MSMConfig | None = None, on_chun
 
     def step(lo, hi, acc):
         b, f = _pad_last(bases[..., lo:hi], chunk), _pad_last(bits[:, lo:hi], chunk)
-        return _bits_add_jit(curve, _to_device(b, pool), f, _traced(cfg), acc)
+        with span("msm.put"):
+            b = _to_device(b, pool)
+        with span("msm.chunk"):
+            return _bits_add_jit(curve, b, f, _traced(cfg), acc)
 
     with transfer.copy_pool() as pool:     # one for every chunk's puts
         out = _in_chunks(n, chunk, step, curve.identity((G,)), on_chunk)

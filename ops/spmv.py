@@ -796,18 +796,17 @@ def _piece_sums_kernel(n_long: int, P: int, B: int, bn: int, config):
     """The Pallas kernel of ``_piece_sums``: program (i, b) sums the runs of
     long rows [s, s + bn), s = min(i·bn, n_long − bn), of instance b; each
     lane walks its own run for as many steps as the longest run of its
-    block (masked loads past its end add zero).  Refs: start (n_long,)
-    int32, values (8·B·P,) the pieces' limb-major values flattened, out
-    (8, B, n_long)."""
+    block (masked loads past its end add zero).  Refs: start, count
+    (n_long,) int32 (run i: count[i] pieces from start[i], ``run_counts``), values
+    (8·B·P,) the pieces' limb-major values flattened, out (8, B, n_long)."""
     ar = kernel_arith(Fr.arith, config)
     wide = Fr.L * B * P >= 1 << 31            # flat index past int32: 64-bit arithmetic
 
-    def kernel(start_ref, val_ref, out_ref):
+    def kernel(start_ref, count_ref, val_ref, out_ref):
         r = jnp.minimum(pl.program_id(0) * bn, n_long - bn) + lax.iota(jnp.int32, bn)
         b = pl.program_id(1)
         first = plgpu.load(start_ref.at[r])
-        nxt = plgpu.load(start_ref.at[jnp.minimum(r + 1, n_long - 1)])
-        count = jnp.where(r + 1 < n_long, nxt, P) - first
+        count = plgpu.load(count_ref.at[r])
         base = [(limb * B + b) * (jnp.int64(P) if wide else P) for limb in range(Fr.L)]
 
         def body(j, acc):
@@ -840,34 +839,52 @@ def _piece_sums_lazy(start, values):
     return _reduce(x, top, zero, zero)
 
 
-def _piece_sums_pallas(start, values, config=Fr.config):
+def run_counts(start, pieces: int, live=None):
+    """The runs' lengths: start int32 (n_long,) (run i = [start[i],
+    start[i+1]), the last ending at ``pieces``) -> int32 (n_long,), 0 where
+    ``live`` (bool (n_long,), optional) is False: the steps ``_piece_sums``
+    walks per long row."""
+    start = jnp.asarray(start, jnp.int32)
+    count = jnp.diff(start, append=jnp.full((1,), pieces, jnp.int32))
+    return count if live is None else jnp.where(live, count, 0)
+
+
+def _piece_sums_pallas(start, values, config=Fr.config, live=None):
     """``_piece_sums`` as ONE Pallas kernel (``_piece_sums_kernel``);
-    n_long ≥ ``config.bn``."""
+    n_long ≥ ``config.bn``.  The runs' lengths are taken here, those of
+    rows not ``live`` as 0."""
     n_long, (_, B, P) = start.shape[0], values.shape
     bn = config.bn
+    start = start.astype(jnp.int32)
+    count = run_counts(start, P, live)
     with x64():
         return pl.pallas_call(
             _piece_sums_kernel(n_long, P, B, bn, config),
             out_shape=jax.ShapeDtypeStruct((Fr.L, B, n_long), jnp.uint32),
             grid=(-(-n_long // bn), B),
-            in_specs=[pl.no_block_spec] * 2,
+            in_specs=[pl.no_block_spec] * 3,
             out_specs=pl.no_block_spec,
             compiler_params=plgpu.CompilerParams(num_warps=config.num_warps, num_stages=1),
             interpret=config.interpret,
             debug=config.debug,
             name="Fr_spmv_piece_sums",
-        )(start.astype(jnp.int32), values.reshape(-1))
+        )(start, count, values.reshape(-1))
 
 
-def _piece_sums(start, values, config=Fr.config):
+def _piece_sums(start, values, config=Fr.config, live=None):
     """The long rows' sums of their runs of pieces: start int32 (n_long,)
     (run i = [start[i], start[i+1]), the last ending at P), values (8, B, P)
     the pieces' Fr values -> (8, B, n_long) canonical Fr: one Pallas kernel
     where one runs (hypothesis 66: no scatter, no atomics), else lazy
-    half-limb sums (``_piece_sums_lazy``)."""
+    half-limb sums (``_piece_sums_lazy``).  ``live`` (bool (n_long,),
+    optional): the rows whose sums are wanted; the kernel does not walk
+    the others' runs and their sums are unspecified.  A padded row block's
+    last padding row holds all its padding pieces (``row_block``): walked,
+    that one run made its block of lanes walk it too, 2.27 s of the 32GiB
+    PoRep's out-of-core SpMV (bench/NOTES.md hypothesis 80)."""
     if pl is None or start.shape[0] < config.bn or values.shape[2] == 0:
         return _piece_sums_lazy(start, values)
-    kernel = functools.partial(_piece_sums_pallas, config=config)
+    kernel = functools.partial(_piece_sums_pallas, live=live, config=config)
     if config.interpret:
         return kernel(start, values)
     return by_platform(start, values, default=_piece_sums_lazy, cuda=kernel)
@@ -909,7 +926,8 @@ def spmv(m: BlockedCSR, coeffs, wt, *, chunk_slots: int = ELL_CHUNK_SLOTS,
     if m.pieces:
         pieces = (m.piece_cols, m.piece_neg, m.piece_gen_cols, m.piece_gen_coeff)
         rest = _ell_rows(pieces, m.pieces, coeffs, wt, chunk_slots, config, form)  # (8, B, pieces)
-        rest = _piece_sums(m.piece_start, rest, config)                        # (8, B, long)
+        rest = _piece_sums(m.piece_start, rest, config,                     # (8, B, long)
+                           live=m.long_rows < m.rows)      # a padded block's: dropped
         at = out.at[:, :, m.long_rows]
         out = at.set(Fr.add(at.get(indices_are_sorted=True, unique_indices=True), rest),
                      indices_are_sorted=True, unique_indices=True, mode="drop")
@@ -1074,7 +1092,9 @@ def row_block(rb: RowBlocks, r0: int, r1: int, shape: BlockShape | None = None) 
     (default: the block's own sizes, ``RowBlocks.counts``) with entries
     that add nothing (``_padding``; the padding long rows shape.rows + j, j
     their position, are out of range, so ``spmv`` drops them, and their
-    runs are empty but the last, which holds the padding pieces).  The
+    runs are empty but the last, which holds the padding pieces, so padding
+    pieces need a padding long row: ValueError without one; ``spmv`` does
+    not walk the padding rows' runs).  The
     block has shape.rows rows: ``spmv`` of it is rows [r0, r1) of ``spmv``
     of the whole, then zeros.  Padding every block to one shape gives all
     blocks one compiled program.  nnz is not
@@ -1083,6 +1103,9 @@ def row_block(rb: RowBlocks, r0: int, r1: int, shape: BlockShape | None = None) 
     shape = own if shape is None else shape
     if any(s < c for s, c in zip(shape, own)):
         raise ValueError(f"row_block: rows [{r0}, {r1}) have sizes {own}, over {shape}")
+    if m.pieces and shape.pieces > own.pieces and shape.long == own.long:
+        raise ValueError(f"row_block: rows [{r0}, {r1}) padded to {shape.pieces} pieces need a "
+                         f"padding long row to hold them (shape.long > {own.long})")
     out = {f: np.asarray(getattr(m, f)[slice(*rg[_AXIS[f]])]) for f in DATA_FIELDS}
     out["long_rows"] = out["long_rows"] - r0
     out["piece_start"] = out["piece_start"] - rg["pieces"][0]

@@ -199,6 +199,29 @@ def test_h_coefficients_resident_allocates_its_vectors_first(monkeypatch):
     assert max(sizes) < vec and sizes.count(vec // 8) >= 16    # limb planes, no whole vector
 
 
+def test_h_coefficients_resident_sweep_c_puts_contiguous_planes(monkeypatch):
+    """Sweep C's column blocks of a's and b's transforms reach ``put_block``
+    as contiguous planes (the transforms came back as ``_column_blocks``:
+    gathered from strided host views they took 2.30 s of the 32GiB h,
+    bench/NOTES.md hypothesis 81), in both forms; h is unchanged."""
+    k, batch, log_n1 = 6, (2,), 3
+    vs, _ = host_vectors(k, batch, 3, 109)
+    want = np.asarray(G._h_coefficients(*[jnp.array(v) for v in vs], N.domain(k)))
+    budget = 2 * vs[0].nbytes + FS.step_bytes(1, log_n1, 3, 2, k, log_n1)
+    cols = G.resident_chunks(vs[0], k, budget, log_n1)["quotient"]
+    assert cols < 1 << (k - log_n1)                      # several column blocks
+    blocks, real = [], FS.put_block
+    monkeypatch.setattr(FS, "put_block", lambda x, pool: blocks.append(x) or real(x, pool))
+    for overwrite in (False, True):
+        blocks.clear()
+        got = G.h_coefficients_resident(*[v.copy() for v in vs], k, budget, log_n1=log_n1,
+                                        overwrite=overwrite)
+        assert np.array_equal(np.asarray(got), want)
+        sweep_c = [x for x in blocks if x.shape[-2:] == (1 << log_n1, cols)]
+        assert len(sweep_c) == 2 * (1 << (k - log_n1)) // cols
+        assert all(p.flags.c_contiguous for x in sweep_c for p in x.reshape(-1, *x.shape[-2:]))
+
+
 def test_h_coefficients_resident_checks_satisfaction_first(monkeypatch):
     """``check`` gets the first i with a_i·b_i != c_i per instance (−1 where
     satisfied) before any transform, so that raising there stops the step;

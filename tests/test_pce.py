@@ -800,6 +800,22 @@ def test_piece_sums_equal_python_ints(interpret):
     assert Fr.to_int(got).tolist() == want
 
 
+def test_piece_sums_skip_the_runs_of_rows_not_live():
+    """``_piece_sums(..., live=)`` (the Pallas kernel, interpret mode): the
+    live rows' sums are unchanged beside a dead row's run of 300 pieces
+    (a padded row block's padding run), which ``run_counts`` gives as 0
+    steps, so no lane walks it."""
+    from ops.elementwise import KernelConfig
+    rng = random.Random(22)
+    runs = [rng.choice([0, 1, 2, 5]) for _ in range(20)] + [300]
+    starts, values, want = _runs_case(rng, 21, 1, runs)
+    live = jnp.arange(21) < 20
+    assert np.asarray(spmv.run_counts(starts, sum(runs))).tolist() == runs
+    assert np.asarray(spmv.run_counts(starts, sum(runs), live)).tolist() == runs[:20] + [0]
+    got = spmv._piece_sums(starts, values, KernelConfig(interpret=True, bn=16), live=live)
+    assert Fr.to_int(got)[0, :20].tolist() == want[0][:20]
+
+
 def test_piece_sums_lower_for_cuda_with_wide_offsets():
     """The runs kernel lowers to Triton on a CPU-only host, its walk a loop
     of runtime length, and indexes the flat limb-major values in 64 bits

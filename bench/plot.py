@@ -7,8 +7,8 @@ log10 seconds on y):
 
 Stage breakdown of whole proofs (``--stages``: any record with
 ``stages_median_s``, e.g. bench.groth16 and bench.filecoin), one stacked bar
-per record (label: case, rows, "key streamed" for a record whose proving
-key stayed in host memory, commit), the goal as a tick:
+per record (label: case, rows, "16 GB mode" for an out-of-core proof, "key
+streamed" for another whose proving key stayed in host memory, commit), the goal as a tick:
 
     python -m bench.plot --stages bench/results/groth16_h200_*.jsonl --out bench/results/groth16_h200_stages.svg
 
@@ -117,7 +117,8 @@ def load_stages(paths, witness: bool = False):
                 continue
             rows = r.get("rows")
             size = " ".join(x for x in (r.get("size"), f"{rows:,} rows" if rows else None) if x)
-            mode = ", key streamed" if r.get("keys_in_host_memory") else ""
+            mode = (", 16 GB mode" if r.get("out_of_core_bytes")
+                    else ", key streamed" if r.get("keys_in_host_memory") else "")
             label = f"{r['case']} {size}{mode} @ {r.get('commit', '?')[:7]}"
             stages = {"witness": r["witness_s"]} if witness and "witness_s" in r else {}
             stages.update((k, v) for k, v in st.items() if k != "total")

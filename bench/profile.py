@@ -109,15 +109,14 @@ def stage(case: str, log_n: int = 20, kind: str = "porep", size: str = "2KiB",
                                   else int(budget_gib * 2**30))
         if host_inputs and budget_gib is None:
             raise ValueError("profile: --host streams the MSM's inputs: it needs --budget-gib")
-        host = host_inputs
-        if host:                    # the 16 GB mode's msm_h (groth16.prove_msms): host
+        if host_inputs:             # the 16 GB mode's msm_h (groth16.prove_msms): host
             bases, s = np.asarray(bases), np.asarray(s)     # bases and scalars, no 0/1 split
             cfg = dataclasses.replace(cfg, split_threshold=None)
-        extra = (lambda k: 2 * M._bases_bytes(C, k) + 2 * k * 32) if host else None
-        c, chunk = M.plan(C, 1 << log_n, 1, cfg, *([extra] if extra else []))
+        c, chunk = M.plan(C, 1 << log_n, 1, cfg,
+                          M.streaming_bytes(C, 1, host_inputs, host_inputs))
         return ((lambda b, s: M.msm(C, b, s, cfg)), (bases, s),
                 f"{curve} 2^{log_n}, c={c}, chunks of 2^{chunk.bit_length() - 1}"
-                + (", host bases and scalars" if host else ""))
+                + (", host bases and scalars" if host_inputs else ""))
     budget = int((9 if budget_gib is None else budget_gib) * 2**30)
     if case == "h_resident":
         abc = [np.array(_vector(jax.random.fold_in(key, i), 1 << log_n)) for i in range(3)]

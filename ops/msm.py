@@ -835,6 +835,14 @@ def _to_device(x, pool=None):
         return transfer.put_planes(x, on)
 
 
+def streaming_bytes(curve: Curve, G: int, host_bases: bool, host_scalars: bool):
+    """``plan``'s ``extra`` for a chunked ``msm`` with host bases and/or host
+    scalars (G vectors): k -> the device bytes of two chunks' copies of
+    them, the next one in flight beside this one (``_in_chunks``)."""
+    return lambda k: ((2 * _bases_bytes(curve, k) if host_bases else 0)
+                      + (2 * G * k * 32 if host_scalars else 0))
+
+
 def _in_chunks(n: int, chunk: int, step, acc, on_chunk=None):
     """acc ← step(lo, hi, acc) over [0, N) in chunks, at most two in flight:
     before chunk k is dispatched (its bases copied to the device, for host
@@ -1004,10 +1012,8 @@ def msm(curve: Curve, bases, scalars, config: MSMConfig | None = None, on_chunk=
         bases = np.pad(bases, pad) if isinstance(bases, np.ndarray) else jnp.pad(bases, pad)
         s = jnp.pad(_to_device(s), ((0, 0), (0, 0), (0, n2 - n)))
         n = n2
-    host = isinstance(bases, np.ndarray)
-    # host inputs: the next chunk's copy is in flight beside this chunk's (_in_chunks)
-    c, chunk = plan(curve, n, G, cfg, lambda k: (2 * _bases_bytes(curve, k) if host else 0)
-                    + (2 * G * k * 32 if host_s else 0))
+    c, chunk = plan(curve, n, G, cfg,
+                    streaming_bytes(curve, G, isinstance(bases, np.ndarray), host_s))
     if chunk >= n:
         out = _msm_jit(curve, _to_device(bases), _to_device(s), c, _traced(cfg))
         return out.reshape(curve.proj + batch)
@@ -1064,7 +1070,7 @@ def bits_sum(curve: Curve, bases, bits, config: MSMConfig | None = None, on_chun
     if cfg.budget_bytes is None or bits_working_set_bytes(curve, n, G, cfg) <= cfg.budget_bytes:
         return _bits_jit(curve, _to_device(bases), bits, _traced(cfg)).reshape(curve.proj + batch)
     chunk = _chunk_size(n, lambda k: bits_working_set_bytes(curve, k, G, cfg)
-                        + (2 * _bases_bytes(curve, k) if host else 0), cfg.budget_bytes, "bits_sum")
+                        + streaming_bytes(curve, G, host, False)(k), cfg.budget_bytes, "bits_sum")
 
     def step(lo, hi, acc):
         b, f = _pad_last(bases[..., lo:hi], chunk), _pad_last(bits[:, lo:hi], chunk)

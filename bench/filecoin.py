@@ -109,6 +109,7 @@ from jaxprove import pce
 from jaxprove.modes import DOMAIN_VECTORS, G1_AFFINE, G2_AFFINE, NTT_VECTORS
 from ops import msm as M
 from ops import ntt as N
+from ops import transfer
 from ops.curve import G1, G2
 from ops.field import Fr
 
@@ -506,7 +507,7 @@ def run_case(kind: str, size: str, reps: int = 5, env: dict | None = None,
              circuit_dir: str | None = None, then_resident: bool = False,
              streaming_reps: int | None = None, out_of_core: int | None = None,
              keys_dir: str | None = None, setup_only: bool = False,
-             device_budget: int | None = None) -> Result:
+             device_budget: int | None = None, host_witness: bool = False) -> Result:
     """Benchmark one partition of ``kind`` at ``size`` (module docstring) and
     emit its JSON records (to stdout, appended to ``out``).  Streaming mode
     (the engine's): ``msm_budget`` bytes per MSM call (bases in chunks),
@@ -541,7 +542,15 @@ def run_case(kind: str, size: str, reps: int = 5, env: dict | None = None,
     leaves only that many device bytes free for everything after it
     (witness, proofs: ``ballast_bytes``), the way a smaller card would: the
     16 GB mode in the process that set its keys up (the 32GiB PoRep key, 70
-    GiB in host memory, does not fit the H200 machine's 64 GiB disk)."""
+    GiB in host memory, does not fit the H200 machine's 64 GiB disk).
+    ``host_witness`` (with ``out_of_core``): the witness goes to host memory
+    after the witness program (``transfer.fetch``, timed as
+    ``witness_fetch_s``, and its device copy dropped) and the proofs take
+    it from there (``groth16.prove``'s host witness: a and b evaluated into
+    the device, h computed there, bench/NOTES.md hypothesis 83; the row
+    blocks planned for ``groth16.device_h_budget``).  The proof times do
+    not include the fetch: add ``witness_fetch_s`` for the witness program's
+    output to a proof."""
     if reps < 1:
         raise ValueError(f"reps must be >= 1, got {reps}")
     if setup_only and not keys_dir:
@@ -549,6 +558,8 @@ def run_case(kind: str, size: str, reps: int = 5, env: dict | None = None,
     if out_of_core is not None and (out_of_core <= 0 or not keys_in_host):
         raise ValueError(f"out_of_core ({out_of_core}) must be a positive byte count, with "
                          f"keys_in_host")
+    if host_witness and out_of_core is None:
+        raise ValueError("host_witness needs out_of_core: it is a form of the 16 GB mode")
     streaming_reps = reps if streaming_reps is None else streaming_reps
     if streaming_reps < 0 or (streaming_reps == 0 and not (then_resident and keys_in_host)):
         raise ValueError(f"streaming_reps must be >= 1, or 0 with then_resident and "
@@ -708,7 +719,9 @@ def run_case(kind: str, size: str, reps: int = 5, env: dict | None = None,
     else:                      # the 16 GB mode: matrices in host memory, no resident domain;
         m, dom = pce.to_host(m), None          # the SpMV's row blocks cut once, pinned,
         t = time.perf_counter()                # where the host has room beside a, b, c, h
-        host_plan = pce.host_plan(m, 1, out_of_core, prepared=None,
+        plan_budget = G.device_h_budget(m.rows, 1, out_of_core) if host_witness else None
+        rec["spmv_budget_bytes"] = plan_budget = plan_budget or out_of_core
+        host_plan = pce.host_plan(m, 1, plan_budget, prepared=None,
                                   working=G.out_of_core_host_bytes(m.rows))
         rec["host_plan_s"] = time.perf_counter() - t
         rec["host_plan_blocks"] = [len(p.blocks) for p in host_plan.plans]
@@ -755,12 +768,18 @@ def run_case(kind: str, size: str, reps: int = 5, env: dict | None = None,
         raise RuntimeError(
             f"{kind} {size}: the witness's {len(got)} public inputs differ from the "
             f"{len(want)} the kinds module computes (the key expects {vk.ic.shape[-1] - 1})")
+    rec["host_witness"] = host_witness
+    if host_witness:           # the witness leaves the device (the 16 GB mode's h and MSMs)
+        t = time.perf_counter()
+        w = transfer.fetch(w)
+        rec["witness_fetch_s"] = time.perf_counter() - t
     prover = E.Groth16Prover(keys_in_host_memory=keys_in_host, out_of_core_budget=out_of_core)
     t = time.perf_counter()
     if out_of_core is None:
         bad = prover.check(res, w)[0]
     else:                      # the prover leaves a lone instance to its proof: check it here
-        first = int(pce.evaluate_host(m, w, out_of_core, check=True, plan=host_plan,
+        first = int(pce.evaluate_host(m, w, out_of_core, check=True,
+                                      plan=host_plan if host_plan.budget == out_of_core else None,
                                       learned=res.budgets)[3].reshape(-1)[0])
         bad = None if first < 0 else f"first failing row {first}"
     rec["check_first_s"] = time.perf_counter() - t
@@ -796,6 +815,7 @@ def run_case(kind: str, size: str, reps: int = 5, env: dict | None = None,
             ballast = host_plan = res = None
             prover = E.Groth16Prover(keys_in_host_memory=True)
             m = jax.block_until_ready(jax.device_put(m))
+            w = jax.block_until_ready(jnp.asarray(w))    # a host witness back (in core)
             dom = jax.block_until_ready(N.domain(rec["domain_log"]))
         t = time.perf_counter()                 # key_place_s: the key alone, as without it
         pk = jax.block_until_ready(G.place_keys((pk, vk))[0])
@@ -962,6 +982,10 @@ def main(argv=None):
                     help="after the setup, hold a ballast so that only this many GiB of the "
                          "device pool stay free for the witness and the proofs (a smaller "
                          "card's memory, in the process that set the keys up)")
+    ap.add_argument("--host-witness", action="store_true",
+                    help="with --out-of-core-gib: the witness in host memory between its "
+                         "program and the proofs (groth16.prove's host witness; the budget "
+                         "then counts every device byte of the proof before its MSMs)")
     ap.add_argument("--setup-only", action="store_true",
                     help="with --keys-dir: record, set up, store the keys, stop")
     a = ap.parse_args(argv)
@@ -977,6 +1001,8 @@ def main(argv=None):
         raise SystemExit("--msm-budget-gib: must be > 0")
     if a.out_of_core_gib is not None and (a.out_of_core_gib <= 0 or not a.keys_in_host_memory):
         raise SystemExit("--out-of-core-gib: must be > 0, with --keys-in-host-memory")
+    if a.host_witness and a.out_of_core_gib is None:
+        raise SystemExit("--host-witness: needs --out-of-core-gib")
     if a.then_resident and not a.keys_in_host_memory:
         raise SystemExit("--then-resident: needs --keys-in-host-memory (streaming first)")
     if a.streaming_reps is not None and (a.streaming_reps < 0 or (
@@ -994,7 +1020,8 @@ def main(argv=None):
                      a.circuit_dir, a.then_resident, a.streaming_reps,
                      None if a.out_of_core_gib is None else int(a.out_of_core_gib * 2**30),
                      a.keys_dir, a.setup_only,
-                     None if a.device_budget_gib is None else int(a.device_budget_gib * 2**30))
+                     None if a.device_budget_gib is None else int(a.device_budget_gib * 2**30),
+                     a.host_witness)
 
 
 if __name__ == "__main__":

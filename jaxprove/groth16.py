@@ -463,24 +463,16 @@ def h_coefficients_resident(a: np.ndarray, b: np.ndarray, c: np.ndarray, log_m: 
     _check_vectors("h_coefficients_resident", a, b, c, log_m)
     log_n1 = FS.default_log_n1(log_m) if log_n1 is None else log_n1
     n1, n2 = 1 << log_n1, 1 << (log_m - log_n1)
-    log_len = {"col": log_n1, "row": log_m - log_n1}
-    dom = {ax: N.domain(k, cosets=False) for ax, k in log_len.items()}
+    dom = _line_domains(log_m, log_n1)
     chunks = resident_chunks(a, log_m, budget, log_n1)
     tabs = FS.tables(log_m)
-    passes = (("col", SWEEP_A), ("row", SWEEP_B))
 
     def put(x, pool, into):
         with span("h_resident.put"):
             return FS.put_limbs(FS.matrix(x, n1), pool, out=into)  # whole, a limb plane at a time
 
     def sweeps_a_b(v):
-        with span("h_resident.sweeps"):
-            for axis, stages in passes:
-                k = chunks[axis]
-                for q0 in range(0, 1 << (log_m - log_len[axis]), k):
-                    v = FS.resident_step(v, jnp.uint32(q0), tabs, dom[axis], stages=stages,
-                                         axis=axis, log_n=log_m, chunk=k)
-        return v
+        return _sweeps_a_b(v, chunks, tabs, dom, log_m, log_n1)
 
     k_c = chunks["quotient"]                     # sweep C's columns per block
     in_flight = max(1, (budget - 2 * a.nbytes) // (a.nbytes // a.shape[0]))
@@ -494,11 +486,9 @@ def h_coefficients_resident(a: np.ndarray, b: np.ndarray, c: np.ndarray, log_m: 
     def first_bad(u, v, pool):   # a in u, b in v; c's row blocks put past them
         k, rows = chunks["check"], FS.matrix(c, n1)
 
-        def first_at(q0):
-            with span("h_resident.check"):
-                blk = FS.put_block(rows[..., q0:q0 + k, :], pool)
-                return np.asarray(_first_bad_lines(u, v, blk, jnp.uint32(q0)))
-        return pce.first_over_blocks(n1, k, first_at, a.shape[1:-1], unit=n2)
+        def block(q0):
+            return FS.put_block(rows[..., q0:q0 + k, :], pool)
+        return _first_bad(u, v, block, n1, n2, k, a.shape[1:-1])
 
     if overwrite:
         _writable(a, b)
@@ -520,12 +510,7 @@ def h_coefficients_resident(a: np.ndarray, b: np.ndarray, c: np.ndarray, log_m: 
                 t = _quotient_resident(t, *blocks, jnp.uint32(q0), tabs, dom["col"],
                                        log_m=log_m, chunk=k_c)
         del ea, eb, u
-        k = chunks["row"]
-        h = v
-        with span("h_resident.rows_to_cols"):
-            for q0 in range(0, n1, k):       # every column of h written: b's values go
-                h = FS.resident_rows_to_cols(t, h, jnp.uint32(q0), tabs, dom["row"],
-                                             stages=SWEEP_D, log_n=log_m, chunk=k)
+        h = _sweep_d(t, v, chunks, tabs, dom, log_m, log_n1)   # b's values go
         del t, v
         if overwrite:                        # h's flat order is a's: its first m − 1
             with span("h_resident.fetch"):
@@ -533,15 +518,109 @@ def h_coefficients_resident(a: np.ndarray, b: np.ndarray, c: np.ndarray, log_m: 
     return _joined_head(h, a.shape)
 
 
-@jax.jit
-def _first_bad_lines(a, b, c, q0):
+def h_coefficients_device(a: tuple, b: tuple, c: np.ndarray, log_m: int, budget: int,
+                          log_n1: int | None = None, *,
+                          check: Callable[[np.ndarray], None] | None = None) -> jax.Array:
+    """``h_coefficients_resident`` with three whole vectors on the device
+    (hypothesis 83, bench/NOTES.md): a and b already there as limb planes
+    (8 arrays ``(*batch, n1, n2)`` each, the matrix views' planes, as
+    ``pce.evaluate_host(on_device=(0, 1), plane_shape=(n1, n2))`` leaves
+    them; consumed: their buffers are donated to the sweeps), c in host
+    memory ``(8, *batch, m)`` -> h ``(8, *batch, m − 1)`` on the device,
+    equal bit for bit.  Holds three vectors plus one block program's
+    ``ops.four_step.step_bytes`` within ``budget`` (ValueError where one
+    line does not fit beside them).
+
+    c goes up whole into the third vector (one vector of host traffic, the
+    only one); ``check`` (as ``h_coefficients_resident``'s) runs over the
+    three vectors on the device; sweeps A and B transform each vector in
+    place, sweep C reads a's and b's column blocks where they are and writes
+    the quotient over c's columns, sweep D writes h transposed into a's
+    vector, and h is joined from its planes (once b's and c's vectors are
+    gone: two vectors at that point)."""
+    log_n1 = FS.default_log_n1(log_m) if log_n1 is None else log_n1
+    n1, n2 = 1 << log_n1, 1 << (log_m - log_n1)
+    _check_vectors("h_coefficients_device", c, c, c, log_m)
+    plane = c.shape[1:-1] + (n1, n2)
+    for name, x in (("a", a), ("b", b)):
+        if len(x) != c.shape[0] or any(p.shape != plane or p.dtype != c.dtype for p in x):
+            raise ValueError(f"h_coefficients_device: {name} must be {c.shape[0]} limb planes "
+                             f"{c.dtype}{list(plane)}, got "
+                             f"{[(str(p.dtype), list(p.shape)) for p in x][:1]}...")
+    dom = _line_domains(log_m, log_n1)
+    chunks = resident_chunks(c, log_m, budget, log_n1, held=3)
+    tabs = FS.tables(log_m)
+    with transfer.copy_pool() as pool:
+        with span("h_resident.put"):
+            t = FS.put_limbs(FS.matrix(c, n1), pool)
+        if check is not None:
+            k = chunks["check"]
+            check(_first_bad(a, b, lambda q0: t, n1, n2, k, c.shape[1:-1]))
+    a, b, t = (_sweeps_a_b(x, chunks, tabs, dom, log_m, log_n1) for x in (a, b, t))
+    k_c = chunks["quotient"]
+    with span("h_resident.quotient"):
+        for q0 in range(0, n2, k_c):
+            t = _quotient_resident(t, a, b, jnp.uint32(q0), tabs, dom["col"], log_m=log_m,
+                                   chunk=k_c)
+    del b
+    h = _sweep_d(t, a, chunks, tabs, dom, log_m, log_n1)
+    del t, a
+    return _joined_head(h, c.shape)
+
+
+def _line_domains(log_m: int, log_n1: int) -> dict:
+    """The short domains of the four-step sweeps' lines: "col" (length n1),
+    "row" (length n2)."""
+    return {ax: N.domain(k, cosets=False) for ax, k in (("col", log_n1), ("row", log_m - log_n1))}
+
+
+def _sweeps_a_b(v, chunks, tabs, dom, log_m: int, log_n1: int):
+    """Sweeps A and B of the resident h over the device vector held as limb
+    planes v (the matrix view's, donated: in place)."""
+    with span("h_resident.sweeps"):
+        for axis, stages, log_len in (("col", SWEEP_A, log_n1), ("row", SWEEP_B, log_m - log_n1)):
+            k = chunks[axis]
+            for q0 in range(0, 1 << (log_m - log_len), k):
+                v = FS.resident_step(v, jnp.uint32(q0), tabs, dom[axis], stages=stages,
+                                     axis=axis, log_n=log_m, chunk=k)
+    return v
+
+
+def _sweep_d(t, out, chunks, tabs, dom, log_m: int, log_n1: int):
+    """Sweep D of the resident h: the rows of t (sweep C's quotient) through
+    the coset intt's second pass, written transposed into ``out`` (limb
+    planes of the same size, donated; every element written): h, natural."""
+    k = chunks["row"]
+    with span("h_resident.rows_to_cols"):
+        for q0 in range(0, 1 << log_n1, k):
+            out = FS.resident_rows_to_cols(t, out, jnp.uint32(q0), tabs, dom["row"],
+                                           stages=SWEEP_D, log_n=log_m, chunk=k)
+    return out
+
+
+def _first_bad(a, b, block, n1: int, n2: int, k: int, batch: tuple) -> np.ndarray:
+    """The satisfaction check of the device vectors held as limb planes a, b
+    (the matrix views ``(8, *batch, n1, n2)``) against c, k rows of the view
+    at a time: ``block(q0)`` gives c's rows [q0, q0 + k) ``(8, *batch, k,
+    n2)``, or c's whole limb planes -> the first failing element per
+    instance (int64 ``batch``, −1 where satisfied)."""
+    def first_at(q0):
+        with span("h_resident.check"):
+            return np.asarray(_first_bad_lines(a, b, block(q0), jnp.uint32(q0), k=k))
+    return pce.first_over_blocks(n1, k, first_at, batch, unit=n2)
+
+
+@functools.partial(jax.jit, static_argnames=("k",))
+def _first_bad_lines(a, b, c, q0, *, k: int):
     """The satisfaction check of rows [q0, q0 + k) of the matrix views
-    ``(8, *batch, n1, n2)`` held as limb planes a, b (device) against their
-    row block c ``(8, *batch, k, n2)``: the first failing element of the
-    block per instance, flat within it (int32 ``batch``, −1 where satisfied)."""
-    at, k = q0.astype(jnp.int32), c.shape[-2]
-    ab = [FS.limb_block(x, at, k, x[0].ndim - 2) for x in (a, b)]
-    return pce.rows_satisfied(*(x.reshape(x.shape[:-2] + (-1,)) for x in (*ab, c)))[1]
+    ``(8, *batch, n1, n2)`` held as limb planes a, b (device) against c:
+    their row block ``(8, *batch, k, n2)``, or c's limb planes: the first
+    failing element of the block per instance, flat within it (int32
+    ``batch``, −1 where satisfied)."""
+    at = q0.astype(jnp.int32)
+    abc = [FS.limb_block(x, at, k, x[0].ndim - 2) if isinstance(x, tuple) else x
+           for x in (a, b, c)]
+    return pce.rows_satisfied(*(x.reshape(x.shape[:-2] + (-1,)) for x in abc))[1]
 
 
 @functools.partial(jax.jit, static_argnames=("shape",))
@@ -587,17 +666,18 @@ def _writable(*xs: np.ndarray) -> list[np.ndarray]:
 
 
 def resident_chunks(x: np.ndarray, log_m: int, budget: int,
-                    log_n1: int | None = None) -> dict[str, int]:
+                    log_n1: int | None = None, held: int = 2) -> dict[str, int]:
     """Lines per block of ``h_coefficients_resident``'s sweeps (keys "col",
     "row": one vector; "quotient": sweep C's three; "check": rows of the
     ``(n1, n2)`` view for the satisfaction check) for vectors like x
-    ``(8, *batch, m)`` within ``budget`` device bytes, two whole vectors
-    counted first; ValueError if the budget cannot hold them and one line."""
+    ``(8, *batch, m)`` within ``budget`` device bytes, ``held`` whole
+    vectors counted first (``h_coefficients_device``: 3); ValueError if the
+    budget cannot hold them and one line."""
     log_n1 = FS.default_log_n1(log_m) if log_n1 is None else log_n1
-    spare = budget - 2 * x.nbytes
+    spare = budget - held * x.nbytes
     if spare <= 0:
         raise ValueError(f"h_coefficients_resident: a device budget of {budget} bytes cannot "
-                         f"hold two vectors of {x.nbytes} bytes")
+                         f"hold {held} vectors of {x.nbytes} bytes")
     batch = FS.batch_size(x)
 
     def lines(log_len, vectors):
@@ -612,10 +692,13 @@ def resident_chunks(x: np.ndarray, log_m: int, budget: int,
 def _quotient_resident(t, ea, eb, q0, tabs, dom, *, log_m, chunk):
     """Sweep C of ``h_coefficients_resident``: columns [q0, q0 + chunk) of the
     device view held as limb planes t (c after sweeps A and B; donated)
-    replaced by ``_quotient_columns`` of them and the column blocks ea, eb."""
+    replaced by ``_quotient_columns`` of them and a's and b's: their column
+    blocks ea, eb ``(8, *batch, n1, chunk)``, or their whole limb planes
+    (``h_coefficients_device``: the blocks cut here)."""
     at, ax = q0.astype(jnp.int32), t[0].ndim - 1
-    (q,) = _quotient_columns(q0, ea, eb, FS.limb_block(t, at, chunk, ax), tabs, dom,
-                             log_m=log_m)
+    ea, eb, ec = (FS.limb_block(x, at, chunk, ax) if isinstance(x, tuple) else x
+                  for x in (ea, eb, t))
+    (q,) = _quotient_columns(q0, ea, eb, ec, tabs, dom, log_m=log_m)
     return FS.limb_update(t, q, at, ax)
 
 
@@ -718,7 +801,21 @@ def prove(pk: ProvingKey, matrices: pce.Matrices, w, seed: int | None = None,
     circuit and device, remembers the budgets that served, so the next
     proof starts within them.  The proof is bit for bit that of the in-core
     path with the same MSM configuration and seed.
+    With a host witness (w a numpy array; the caller fetched it after the
+    witness program and dropped its device copy) the 16 GB mode holds no w
+    on the device before the MSMs, and the budget counts all of its bytes
+    there: a and b are evaluated into the device, c into host memory, h is
+    computed on the device with three whole vectors there and left there
+    (``h_coefficients_device``; stages spmv, check, ntt; about 25 GB of
+    host traffic a 2^27 proof instead of about 50, bench/NOTES.md
+    hypothesis 83), H's MSM runs first, then w goes to the device for the
+    others (stage witness_put).  Where the budget does not hold the three
+    vectors (``device_h_budget``) or they run out of device memory, the
+    path above, with w put in pieces for the SpMV.  In core a host w is put
+    on the device first.
     ``host_plan`` (``pce.host_plan(matrices, batch, out_of_core_budget)``,
+    or with a host witness ``pce.host_plan(matrices, batch,
+    device_h_budget(matrices.rows, batch, out_of_core_budget))``,
     built once per circuit and batch size, like ``domain`` and
     ``positions``): the SpMV's row blocks prepared in pinned host memory;
     without it each proof cuts them from the matrices again.
@@ -774,9 +871,11 @@ def _prove(pk, matrices, w, seed, msm_config, domain, positions, on_stage, out_o
         return x
 
     if out_of_core_budget is None:
-        h = _h_in_core(matrices, w, log_m, domain, lap)
+        if isinstance(w, np.ndarray):      # a host witness serves the 16 GB mode only
+            w = jnp.asarray(w)
+        hs = [_h_in_core(matrices, w, log_m, domain, lap)]
     else:
-        h = _h_out_of_core(matrices, w, log_m, out_of_core_budget, lap, host_plan, learned)
+        hs = [_h_out_of_core(matrices, w, log_m, out_of_core_budget, lap, host_plan, learned)]
         if msm_config is None or msm_config.budget_bytes is None:
             msm_config = dataclasses.replace(msm_config or M.default_config(),
                                              budget_bytes=out_of_core_budget)
@@ -789,9 +888,11 @@ def _prove(pk, matrices, w, seed, msm_config, domain, positions, on_stage, out_o
         d = time.perf_counter() - start
         paused, held = paused + d, held + d
 
-    proof = prove_msms(pk, w, h, matrices.num_inputs, positions or msm_positions(matrices), r, s,
-                       msm_config, lap, between_chunks if on_stage is not None else None,
-                       learned)
+    # h handed over (hs.pop()): prove_msms then holds its only reference and frees it
+    # after its MSM (a device h and a host w: the 16 GB mode's MSMs hold one vector, not two)
+    proof = prove_msms(pk, w, hs.pop(), matrices.num_inputs,
+                       positions or msm_positions(matrices), r, s, msm_config, lap,
+                       between_chunks if on_stage is not None else None, learned)
     times["total"] = time.perf_counter() - t0 - paused
     if paused:
         times["paused"] = paused
@@ -821,9 +922,78 @@ def _h_in_core(matrices: pce.Matrices, w, log_m: int, domain: N.Domain | None, l
     return h
 
 
+DEVICE_H = "prove: the h on the device"    # ``learned``'s entry: 0 once it ran out of memory
+
+
+def device_h_budget(rows: int, batch: int, budget: int) -> int | None:
+    """The SpMV's budget of ``_h_on_device`` (``pce.spmv_budget``: ``budget``
+    less a's and b's device vectors) for a circuit of ``rows`` rows and
+    ``batch`` instances, or None where ``budget`` cannot hold its three
+    vectors and a line.  Build the ``host_plan`` of the 16 GB mode with a
+    host witness for this budget (``prove``)."""
+    log_m = domain_log(rows)
+    like = np.empty((Fr.L, batch, 1 << log_m), np.uint32)
+    try:
+        resident_chunks(like, log_m, budget, held=3)
+    except ValueError:
+        return None
+    sb = pce.spmv_budget(batch, budget, 1 << log_m, 2)
+    return sb if sb > 0 else None
+
+
+def _device_h_plan(matrices: pce.Matrices, batch: int, budget: int, host_plan=None):
+    """The SpMV's ``pce.HostPlan`` for ``_h_on_device`` within ``budget``:
+    ``host_plan`` where it was built for ``device_h_budget``, else one cut
+    per call; None where the budget holds no such plan (its two vectors,
+    the element-major witness and the smallest row blocks) or not the three
+    vectors."""
+    sb = device_h_budget(matrices.rows, batch, budget)
+    if sb is None:
+        return None
+    if host_plan is not None and host_plan.budget == sb:
+        return host_plan
+    try:
+        return pce.host_plan(matrices, batch, sb, prepared=False)
+    except ValueError:
+        return None
+
+
+def _plan_for(host_plan, budget: int):
+    """``host_plan`` where it was built for the SpMV's ``budget``, else None
+    (``pce.evaluate_host`` then cuts its blocks per call)."""
+    return host_plan if host_plan is not None and host_plan.budget == budget else None
+
+
+def _h_on_device(matrices: pce.Matrices, w: np.ndarray, log_m: int, budget: int, lap,
+                 plan: pce.HostPlan):
+    """h (8, *batch, m − 1) on the device from a host witness (hypothesis 83,
+    bench/NOTES.md), within ``budget`` device bytes (all of them: w is not
+    there): a and b evaluated into device limb planes, c into host memory
+    (``pce.evaluate_host(on_device=(0, 1))``; stage spmv), then
+    ``h_coefficients_device`` (the check inside it: stage check; stage
+    ntt; ``plan``: ``_device_h_plan``'s).  Host traffic: w's pieces, the
+    matrices' blocks, c out and in."""
+    m = 1 << log_m
+    n1 = 1 << FS.default_log_n1(log_m)
+    a, b, c = lap("spmv", pce.evaluate_host(matrices, w, budget, length=m, plan=plan,
+                                            on_device=(0, 1), plane_shape=(n1, m // n1)))
+
+    def checked(first):
+        _refuse_unsatisfied(matrices, lap("check", first))
+    return lap("ntt", h_coefficients_device(a, b, c, log_m, budget, check=checked))
+
+
 def _h_out_of_core(matrices: pce.Matrices, w, log_m: int, budget: int, lap, host_plan=None,
                    learned=None):
-    """h (8, *batch, m − 1) in host memory, computed out of core within
+    """h (8, *batch, m − 1) computed out of core within ``budget``.
+
+    With a host witness w (numpy) and a budget that holds three vectors
+    and the SpMV's blocks beside two (``_device_h_plan``): ``_h_on_device``, h left on the device; where
+    that runs out of device memory, once (``learned[DEVICE_H]`` = 0 then:
+    later proofs go straight on), the path below, within the same budget
+    (w is not on the device).
+
+    Otherwise h in host memory, computed out of core within
     ``budget`` device bytes per program: host a, b, c (8, *batch, m) from
     ``pce.evaluate_host`` (``host_plan``, if given; stage spmv), checked
     (stage check: on the device inside the resident h, a and b there whole
@@ -840,9 +1010,23 @@ def _h_out_of_core(matrices: pce.Matrices, w, log_m: int, budget: int, lap, host
     from a new SpMV at the budget that served (its failed try overwrote a
     and b; the ntt stage's time then includes that SpMV).  ``learned``:
     ``memory.halving``'s, for every one of these steps."""
+    plan = None
+    if isinstance(w, np.ndarray) and (learned is None or learned.get(DEVICE_H) != 0):
+        plan = _device_h_plan(matrices, math.prod(w.shape[1:-1]), budget, host_plan)
+    if plan is not None:
+        try:
+            return _h_on_device(matrices, w, log_m, budget, lap, plan)
+        except jax.errors.JaxRuntimeError as e:
+            if not memory.out_of_memory(e):
+                raise
+            log.warning("prove: the h on the device ran out of device memory within %d bytes; "
+                        "h out of core instead", budget)
+            if learned is not None:
+                learned[DEVICE_H] = 0
+
     def spmv(b):
         return pce.evaluate_host(matrices, w, b, length=1 << log_m, check=False,
-                                 plan=host_plan if b == budget else None, learned=learned)
+                                 plan=_plan_for(host_plan, b), learned=learned)
 
     served = []                     # the SpMV's budget that served
 
@@ -874,8 +1058,11 @@ def prove_msms(pk: ProvingKey, w, h, num_inputs: int, positions: MSMPositions, r
                between_chunks: Callable[[str], None] | None = None,
                learned: dict | None = None) -> Proof:
     """The MSMs and the combination of a proof, shared by every H convention
-    (ours, snarkjs's): witness w ``(8, *batch, n_vars)``, h coefficients
-    ``(8, *batch, len(pk.h))``, blinding r, s ``(8, *batch)``.
+    (ours, snarkjs's): witness w ``(8, *batch, n_vars)`` (on the device, or a
+    host array: put there after H's MSM, stage witness_put), h coefficients
+    ``(8, *batch, len(pk.h))`` (freed after its MSM, the per-MSM path's
+    first, where this call holds the only reference), blinding r, s
+    ``(8, *batch)``.
     ``positions``: where the variables are 0/1 in every satisfying witness
     (``msm_positions``; one entry each instead of a digit per window).
     ``lap(stage, x)`` is called on each stage's result (timing),
@@ -909,6 +1096,8 @@ def prove_msms(pk: ProvingKey, w, h, num_inputs: int, positions: MSMPositions, r
     def one(k):                                        # (8, *batch) -> (8, *batch, 1)
         return k[..., None]
 
+    if not (host or split) and isinstance(w, np.ndarray):
+        w = jnp.asarray(w)                 # the merged path reads w on the device
     if not (host or split) and (budget is None or
                                 merged_msm_bytes(pk.a.shape[-1], pk.l.shape[-1],
                                                  pk.h.shape[-1], math.prod(batch), positions,
@@ -955,12 +1144,18 @@ def prove_msms(pk: ProvingKey, w, h, num_inputs: int, positions: MSMPositions, r
         return M.msm(G1, pk.h, h, dataclasses.replace(cfg or M.default_config(),
                                                       split_threshold=None), hook("msm_h"))
 
+    # H first, so that h (on the device after the 16 GB mode's h_coefficients_device) is
+    # freed before w comes to the device (a host w: hypothesis 83, bench/NOTES.md)
+    msm_h = lap("msm_h", retried("msm_h", dense))
+    del h, dense
+    if isinstance(w, np.ndarray):
+        with span("prove.put_witness"), transfer.copy_pool() as pool:
+            w = lap("witness_put", transfer.put_planes(w, pool))
     # over w ‖ r, w ‖ s (δ's scalar last) and w's aux part, all read in place: no copy of w
     msm_a = split("msm_a", G1, pk.a, w, pos_a, tail=one(r))
     msm_b1 = split("msm_b_g1", G1, pk.b_g1, w, pos_b, tail=one(s))
     msm_b2 = split("msm_b_g2", G2, pk.b_g2, w, pos_b, tail=one(s))
     msm_l = split("msm_l", G1, pk.l, w, positions.l, offset=num_inputs)
-    msm_h = lap("msm_h", retried("msm_h", dense))
     return lap("combine", _combine(fixed, msm_a, msm_b1, msm_b2, msm_l, msm_h, r, s))
 
 

@@ -534,60 +534,148 @@ def first_over_blocks(count: int, size: int, first_at, shape, unit: int = 1) -> 
 
 def evaluate_host(m: Matrices, w, budget: int, *, length: int | None = None,
                   check: bool = False, plan: HostPlan | None = None,
-                  learned: dict | None = None):
+                  learned: dict | None = None, on_device: tuple = (),
+                  plane_shape: tuple | None = None):
     """``evaluate`` out of core: m's arrays in host memory (``to_host``; device
-    arrays work too), w (8, *batch, num_vars) on the device -> host numpy
-    (a, b, c), each uint32 (8, *batch, length) (length ≥ rows, default
-    rows; rows [rows, length) zero: the domain padding), equal bit for bit.
+    arrays work too), w (8, *batch, num_vars) on the device or in host
+    memory (numpy: put a piece at a time into the element-major copy,
+    ``element_major_host``) -> (a, b, c), each a host numpy uint32 (8,
+    *batch, length) (length ≥ rows, default rows; rows [rows, length) zero:
+    the domain padding), equal bit for bit.
+
+    ``on_device`` (indices of A, B, C: 0, 1, 2): those results stay on the
+    device instead, each as its 8 limb planes (a tuple of 8 ``(*batch,
+    *plane_shape)`` arrays, default ``(length,)``; ``plane_shape`` must
+    hold ``length`` elements): allocated before anything else (so they keep
+    their places in the device's pool) and written a block at a time
+    (``_write_planes``), never fetched.  They count against ``budget``: the
+    row blocks are planned within what they leave (``spmv_budget``).
 
     Each matrix is evaluated in row blocks (``plan``, a ``HostPlan`` of m
-    for this batch and budget, prepared once by the caller; default one that
-    cuts each block as it goes): the block's rows (ELL rows, its long rows'
-    pieces and overflow chunks, ``ops.spmv.row_block``, padded to the plan's
-    shape) go to the device, one program (the same for every block of the
-    plan) computes them, and the result's first r1 − r0 rows come back
-    (into pinned memory on a GPU, ``ops.transfer.start_fetch``), while the
-    next block runs.  Device bytes beyond w: at most ``budget`` by the
-    estimate ``block_bytes`` (the element-major witness and the table stay
-    for the whole evaluation).  With ``check``, also the first row with
-    a·b != c per instance (int (*batch,), −1 where satisfied, as
-    ``is_satisfied``; ``first_bad_host``, run again within half the budget
-    where the device runs out of memory: ``memory.halving``, with
-    ``learned``)."""
+    for this batch and ``spmv_budget``, prepared once by the caller;
+    default one that cuts each block as it goes): the block's rows (ELL
+    rows, its long rows' pieces and overflow chunks, ``ops.spmv.row_block``,
+    padded to the plan's shape) go to the device, one program (the same for
+    every block of the plan) computes them, and the result's first r1 − r0
+    rows come back (into pinned memory on a GPU, ``ops.transfer.start_fetch``)
+    while the next block runs, or are written into the device planes.
+    Device bytes beyond a device w: at most ``budget`` by the estimate
+    ``block_bytes`` (the element-major witness and the table stay for the
+    whole evaluation).  With ``check``, also the first row with a·b != c
+    per instance (int (*batch,), −1 where satisfied, as ``is_satisfied``;
+    ``first_bad_host``, run again within half the budget where the device
+    runs out of memory: ``memory.halving``, with ``learned``; host results
+    only)."""
     _check_witness(m, w)
     batch = w.shape[1:-1]
     B = math.prod(batch)
     length = m.rows if length is None else length
     if length < m.rows:
         raise ValueError(f"evaluate_host: length {length} < {m.rows} rows")
+    on_device = tuple(sorted(set(on_device)))
+    if any(k not in (0, 1, 2) for k in on_device):
+        raise ValueError(f"evaluate_host: on_device names matrices 0, 1, 2 (A, B, C), "
+                         f"got {on_device}")
+    plane_shape = (length,) if plane_shape is None else tuple(plane_shape)
+    if math.prod(plane_shape) != length:
+        raise ValueError(f"evaluate_host: plane_shape {plane_shape} does not hold {length} "
+                         f"elements")
+    if check and on_device:
+        raise ValueError("evaluate_host: check needs a, b, c in host memory (on_device empty)")
+    sb = spmv_budget(B, budget, length, len(on_device))
     if plan is None:
-        plan = host_plan(m, B, budget, prepared=False)
-    elif (plan.batch, plan.budget, plan.rows) != (B, budget, m.rows):
+        plan = host_plan(m, B, sb, prepared=False)
+    elif (plan.batch, plan.budget, plan.rows) != (B, sb, m.rows):
         raise ValueError(f"evaluate_host: a plan for {plan.batch} instances, {plan.budget} "
-                         f"bytes and {plan.rows} rows, called for {B} instances, {budget} "
+                         f"bytes and {plan.rows} rows, called for {B} instances, {sb} "
                          f"bytes and {m.rows} rows of circuit {m.name!r}")
     dev = next(iter(w.devices())) if isinstance(w, jax.Array) else jax.devices()[0]
-    wt = spmv.element_major_untuned(w.reshape(Fr.L, B, m.num_vars))
-    coeffs = jnp.asarray(m.coeffs)
-    outs = [np.empty((Fr.L, B, length), np.uint32) for _ in range(3)]
+    planes = {k: tuple(jnp.zeros(batch + plane_shape, jnp.uint32, device=dev)
+                       for _ in range(Fr.L)) for k in on_device}     # first: their places
+    outs = {}
     with transfer.copy_pool() as pool:
-        for k, out in enumerate(outs):
-            out[:, :, m.rows:] = 0
+        if isinstance(w, np.ndarray):
+            wt = element_major_host(w.reshape(Fr.L, B, m.num_vars), dev, pool)
+        else:
+            wt = spmv.element_major_untuned(w.reshape(Fr.L, B, m.num_vars))
+        coeffs = jnp.asarray(m.coeffs, device=dev)
+        for k in range(3):
+            if k not in planes:
+                outs[k] = np.empty((Fr.L, B, length), np.uint32)
+                outs[k][:, :, m.rows:] = 0
             pending = None                 # pipelined: block j + 1 runs while j comes back
             for j, (r0, r1) in enumerate(plan.plans[k].blocks):
                 with span("evaluate_host.put"):
                     x = transfer.put(plan.block(k, j), dev, pool)   # pageable: on the pool
                 with span("evaluate_host.spmv"):
-                    y = transfer.start_fetch(_spmv_block(x, coeffs, wt))  # pinned on a GPU
+                    y = _spmv_block(x, coeffs, wt)
+                if k in planes:
+                    planes[k] = _write_planes(planes[k], y, jnp.int32(r0), jnp.int32(r1 - r0))
+                    continue
+                y = transfer.start_fetch(y)                       # pinned on a GPU
                 if pending is not None:
-                    _write_rows(out, *pending, pool)
+                    _write_rows(outs[k], *pending, pool)
                 pending = (r0, r1, y)
             if pending is not None:
-                _write_rows(out, *pending, pool)
+                _write_rows(outs[k], *pending, pool)
         del wt
-        first = check_host(*outs, m.rows, budget, learned, pool) if check else None
-    outs = tuple(x.reshape((Fr.L,) + batch + (length,)) for x in outs)
-    return outs + (first.reshape(batch),) if check else outs
+        first = check_host(*(outs[k] for k in range(3)), m.rows, budget, learned, pool) \
+            if check else None
+    res = tuple(planes[k] if k in planes else
+                outs[k].reshape((Fr.L,) + batch + (length,)) for k in range(3))
+    return res + (first.reshape(batch),) if check else res
+
+
+def spmv_budget(batch: int, budget: int, length: int, device_vectors: int = 0) -> int:
+    """The budget ``evaluate_host`` plans its row blocks within (the one a
+    ``HostPlan`` for it is built for): ``budget`` less the ``device_vectors``
+    results it keeps on the device, 32·batch·length bytes each (``on_device``)."""
+    return budget - device_vectors * 32 * batch * length
+
+
+WITNESS_PIECE = 1 << 22   # element_major_host: variables per piece (128 MiB at batch 1)
+
+
+def element_major_host(w: np.ndarray, dev, pool, piece: int | None = None) -> jax.Array:
+    """``ops.spmv.element_major`` of a host witness w ``(8, B, n)``, built on
+    ``dev`` a piece of ``piece`` variables at a time (each put as its limb
+    rows, ``transfer.put_planes``, then transposed into place): the device
+    holds the result and one piece, never w itself (the 16 GB mode with the
+    witness in host memory, bench/NOTES.md hypothesis 83; ``piece``
+    default ``WITNESS_PIECE``).  The last piece starts at n − piece
+    (overlapping its predecessor, same values): one compiled program for
+    every piece."""
+    L, B, n = w.shape
+    size = min(piece or WITNESS_PIECE, n)
+    wt = jnp.zeros((n, B, L), jnp.uint32, device=dev)
+    for lo in range(0, n, size):
+        at = min(lo, n - size)
+        with span("evaluate_host.put_witness"):
+            p = transfer.put_planes(w[:, :, at:at + size], pool, dev=dev)
+        wt = _element_major_into(wt, p, jnp.int32(at))
+    return wt
+
+
+@functools.partial(jax.jit, donate_argnums=(0,))
+def _element_major_into(wt, piece, at):
+    """wt (n, B, 8) with rows [at, at + k) = the piece (8, B, k) transposed."""
+    return jax.lax.dynamic_update_slice_in_dim(wt, spmv.element_major(piece), at, 0)
+
+
+@functools.partial(jax.jit, donate_argnums=(0,))
+def _write_planes(planes, y, r0, live):
+    """Limb planes ``(*batch, *shape)`` (donated: written in place) with
+    flat elements [r0, r0 + live) of each instance = y's first ``live``
+    rows (y: a block's result (8, B, R), B = prod(batch), R ≥ live; rows
+    past ``live`` and past the planes' end are dropped)."""
+    out = []
+    for i, p in enumerate(planes):
+        flat = p.reshape(y.shape[1], -1)
+        rows = jnp.arange(y.shape[-1], dtype=jnp.int32)
+        at = jnp.where(rows < live, r0 + rows, flat.shape[-1])      # past the end: dropped
+        flat = flat.at[:, at].set(y[i], mode="drop", indices_are_sorted=True)
+        out.append(flat.reshape(p.shape))
+    return tuple(out)
 
 
 def check_host(a: np.ndarray, b: np.ndarray, c: np.ndarray, rows: int, budget: int,

@@ -455,7 +455,8 @@ def test_a_key_that_fits_without_the_merged_msms_gets_an_msm_budget(tmp_path, mo
 
 
 @pytest.mark.slow
-def test_the_16gb_mode_proves_out_of_core(tmp_path, monkeypatch):
+@pytest.mark.parametrize("host_witness", [False, True])
+def test_the_16gb_mode_proves_out_of_core(tmp_path, monkeypatch, host_witness):
     """``--out-of-core-gib`` end to end (the 2KiB WindowPoSt at one challenge,
     5.6 CPU-minutes): key and matrices in host memory (the resident bytes are
     the positions only), a, b, c and h out of core in row blocks within 8 MiB,
@@ -464,12 +465,14 @@ def test_the_16gb_mode_proves_out_of_core(tmp_path, monkeypatch):
     device budget holds a ballast after the setup (its size from the pool's
     statistics, which the CPU lacks: faked here).  With ``then_resident`` the
     same process then drops the ballast and proves in core with the key on
-    the device (the 32GiB pipeline's one setup for both modes)."""
+    the device (the 32GiB pipeline's one setup for both modes).  With
+    ``host_witness`` the witness waits in host memory and h is computed on
+    the device (hypothesis 83), the row blocks planned for it."""
     out = tmp_path / "o.jsonl"
     monkeypatch.setattr(F, "ballast_bytes", lambda stats, budget: 1 << 20)
     r = F.run_case("window-post", "2KiB", reps=1, challenges=1, setup_seed=3, out=str(out),
                    msm_budget=1 << 24, keys_in_host=True, out_of_core=1 << 23,
-                   device_budget=1 << 30, then_resident=True).record
+                   device_budget=1 << 30, then_resident=True, host_witness=host_witness).record
     recs = _records(out)
     assert [x["case"] for x in recs] == ["filecoin.window-post.circuit"] + \
         ["filecoin.window-post"] * 2 + ["filecoin.window-post.verify"]
@@ -478,6 +481,10 @@ def test_the_16gb_mode_proves_out_of_core(tmp_path, monkeypatch):
     assert ooc["out_of_core_bytes"] == 1 << 23 and ooc["public_match"]
     assert ooc["resident_bytes"] < 1 << 16 and "key_place_s" not in ooc
     assert {"msm_a", "msm_h", "spmv", "check", "ntt"} <= set(ooc["stages_median_s"])
+    assert ooc["host_witness"] is host_witness
+    assert ("witness_put" in ooc["stages_median_s"]) is host_witness
+    assert (ooc["spmv_budget_bytes"] < 1 << 23) is host_witness
+    assert ("witness_fetch_s" in ooc) is host_witness
     # the in-core record: key, matrices and domain on the device, no budget
     assert r is not ooc and r["key_place_s"] > 0 and r["public_match"]
     assert r["out_of_core_bytes"] is None and r["ballast_bytes"] is None

@@ -158,7 +158,7 @@ def test_h_coefficients_resident_equals_device():
     copies[1].flags.writeable = False
     with pytest.raises(ValueError, match="writable"):
         G.h_coefficients_resident(*copies, k, budget, log_n1=log_n1, overwrite=True)
-    with pytest.raises(ValueError, match="cannot hold two vectors"):
+    with pytest.raises(ValueError, match="cannot hold 2 vectors"):
         G.h_coefficients_resident(*vs, k, 2 * vec, log_n1=log_n1)
     with pytest.raises(ValueError, match="has shape"):
         G.h_coefficients_resident(vs[0], vs[1], vs[2][..., :32], k, budget, log_n1=log_n1)
@@ -253,6 +253,53 @@ def test_h_coefficients_resident_checks_satisfaction_first(monkeypatch):
     with pytest.raises(ValueError, match="unsatisfied"):
         G.h_coefficients_resident(a, b, bad, k, budget, log_n1=log_n1, check=refuse)
     assert seen[-1].tolist() == [61, 45] and not steps
+
+
+def _device_planes(x, log_n1):
+    """Host (8, *batch, m) -> its matrix view's 8 device limb planes."""
+    return tuple(jnp.asarray(p) for p in FS.matrix(x, 1 << log_n1))
+
+
+def test_h_coefficients_device_equals_device():
+    """Hypothesis 83's form: a and b already on the device as limb planes, c
+    put whole into a third vector, every sweep on the device in several
+    blocks (a budget of three vectors and one line's program), a's and b's
+    planes consumed; the check over the three vectors, before any
+    transform, finds each instance's first bad element."""
+    k, batch, log_n1 = 6, (2,), 3
+    vs, _ = host_vectors(k, batch, 3, 110)
+    a, b, _ = vs
+    c = np.asarray(Fr.mul(jnp.asarray(a), jnp.asarray(b)))            # satisfied: c = a·b
+    want = np.asarray(G._h_coefficients(*[jnp.array(v) for v in (a, b, c)], N.domain(k)))
+    vec = a.nbytes
+    budget = 3 * vec + FS.step_bytes(1, log_n1, 3, 2, k, log_n1)
+    chunks = G.resident_chunks(a, k, budget, log_n1, held=3)
+    assert chunks["quotient"] < 1 << (k - log_n1) and chunks["check"] < 1 << log_n1
+    seen = []
+    ua, ub = _device_planes(a, log_n1), _device_planes(b, log_n1)
+    got = G.h_coefficients_device(ua, ub, c, k, budget, log_n1=log_n1, check=seen.append)
+    assert isinstance(got, jax.Array) and got.shape == batch_shape(batch, k)
+    assert np.array_equal(np.asarray(got), want)
+    assert len(seen) == 1 and (seen[0] == -1).all() and seen[0].shape == batch
+    assert all(p.is_deleted() for p in ua + ub)          # donated to the sweeps
+    bad = c.copy()
+    bad[:, 1, 45] ^= 1                     # instance 1 fails first at 45, instance 0 at 61
+    bad[:, 1, 50] ^= 1
+    bad[:, 0, 61] ^= 1
+
+    def refuse(first):
+        seen.append(first)
+        raise ValueError("unsatisfied")
+    with pytest.raises(ValueError, match="unsatisfied"):
+        G.h_coefficients_device(_device_planes(a, log_n1), _device_planes(b, log_n1), bad, k,
+                                budget, log_n1=log_n1, check=refuse)
+    assert seen[-1].tolist() == [61, 45]
+    with pytest.raises(ValueError, match="cannot hold 3 vectors"):
+        G.h_coefficients_device(_device_planes(a, log_n1), _device_planes(b, log_n1), c, k,
+                                3 * vec, log_n1=log_n1)
+    with pytest.raises(ValueError, match="limb planes"):
+        G.h_coefficients_device(_device_planes(a, 2), _device_planes(b, log_n1), c, k,
+                                budget, log_n1=log_n1)
 
 
 def test_put_limbs_writes_given_planes():

@@ -94,6 +94,49 @@ def test_evaluate_host_equals_evaluate(random_circuit, layout, budget, monkeypat
     assert np.array_equal(first, np.asarray(pce.satisfied(*want)[1]))
 
 
+@pytest.mark.parametrize("layout", ["ell", "chunks"])
+def test_evaluate_host_from_a_host_witness_into_device_planes(random_circuit, layout,
+                                                              monkeypatch):
+    """A host witness (put a piece at a time into the element-major copy, the
+    last piece overlapping) and A's and B's results left on the device as
+    limb planes of the matrix view (written block by block, the padding rows
+    zero), C's in host memory: equal to ``evaluate``; the row blocks planned
+    within the budget less the two device vectors."""
+    r1cs, w = random_circuit
+    m = pce.extract(r1cs, **LAYOUTS[layout])
+    host = pce.to_host(m)
+    length = 1 << G.domain_log(m.rows)
+    n1 = 4
+    vectors = 2 * 32 * 2 * length
+    sb = 40000 if layout == "ell" else 16000
+    assert pce.spmv_budget(2, sb + vectors, length, 2) == sb
+    n_blocks = sum(len(p.blocks) for p in pce.plan_blocks(host, 2, sb))
+    assert n_blocks >= 6
+    monkeypatch.setattr(pce, "WITNESS_PIECE", 7)       # 4 pieces of 7 of 22 variables
+    assert m.num_vars % 7
+    puts, real = [], pce._element_major_into
+    monkeypatch.setattr(pce, "_element_major_into",
+                        lambda wt, p, at: puts.append(int(at)) or real(wt, p, at))
+    a, b, c = pce.evaluate_host(host, np.asarray(w), sb + vectors, length=length,
+                                on_device=(0, 1), plane_shape=(n1, length // n1))
+    assert puts == [0, 7, 14, m.num_vars - 7]
+    want = pce.evaluate(m, w)
+    for got, y in zip((a, b), want):
+        assert len(got) == 8 and all(isinstance(p, jax.Array) and p.shape == (2, n1, length // n1)
+                                     for p in got)
+        flat = np.stack([np.asarray(p) for p in got]).reshape(8, 2, length)
+        assert np.array_equal(flat[..., :m.rows], np.asarray(y)) and not flat[..., m.rows:].any()
+    assert isinstance(c, np.ndarray) and np.array_equal(c[..., :m.rows], np.asarray(want[2]))
+    with pytest.raises(ValueError, match="a plan for"):     # a plan for the whole budget
+        pce.evaluate_host(host, w, sb + vectors, length=length, on_device=(0, 1),
+                          plan=pce.host_plan(host, 2, sb + vectors, prepared=False))
+    with pytest.raises(ValueError, match="check needs"):
+        pce.evaluate_host(host, w, sb + vectors, length=length, on_device=(0,), check=True)
+    with pytest.raises(ValueError, match="plane_shape"):
+        pce.evaluate_host(host, w, sb + vectors, length=length, on_device=(0,),
+                          plane_shape=(3, 5))
+
+
 def test_the_check_runs_again_within_half_the_budget(random_circuit, monkeypatch):
     """evaluate_host's satisfaction check that runs out of device memory is
     run again within half the budget (``memory.halving``), same verdict."""
@@ -122,6 +165,7 @@ def test_out_of_core_h_steps_run_again_within_half_the_budget(monkeypatch):
     propagate.  With ``learned`` (the engine's per circuit) the next call
     starts within the budgets that served."""
     budget, log_m, calls = 1 << 20, 4, []
+    plan = pce.HostPlan((), (), None, 1, budget, 1)      # one for the whole budget
     a = np.zeros((8, 1, 1 << log_m), np.uint32)
     oom = jax.errors.JaxRuntimeError("RESOURCE_EXHAUSTED: Out of memory")
 
@@ -143,20 +187,64 @@ def test_out_of_core_h_steps_run_again_within_half_the_budget(monkeypatch):
     monkeypatch.setattr(pce, "check_host", lambda *x, **k: np.array([-1]))
     monkeypatch.setattr(G, "h_coefficients_resident", resident)
     m = pce.Matrices(*([None] * 8), "fake", 1, 1, 1)
-    h = G._h_out_of_core(m, None, log_m, budget, lambda name, x: x, host_plan="plan")
-    assert calls == [("spmv", budget, "plan"), ("spmv", budget // 2, None),
+    h = G._h_out_of_core(m, None, log_m, budget, lambda name, x: x, host_plan=plan)
+    assert calls == [("spmv", budget, plan), ("spmv", budget // 2, None),
                      ("h", budget), ("spmv", budget // 2, None), ("h", budget // 2)]
     assert isinstance(h, np.ndarray) and h.shape == (8, 1, 15) and h.all()
     learned = {}                  # kept per circuit: the next proof starts where one served
-    for want in ([("spmv", budget, "plan"), ("spmv", budget // 2, None), ("h", budget),
+    for want in ([("spmv", budget, plan), ("spmv", budget // 2, None), ("h", budget),
                   ("spmv", budget // 2, None), ("h", budget // 2)],
                  [("spmv", budget // 2, None), ("h", budget // 2)]):
         calls.clear()
-        G._h_out_of_core(m, None, log_m, budget, lambda name, x: x, "plan", learned)
+        G._h_out_of_core(m, None, log_m, budget, lambda name, x: x, plan, learned)
         assert calls == want
     monkeypatch.setattr(G, "h_coefficients_resident", lambda *x, **k: int("x"))
     with pytest.raises(ValueError):
         G._h_out_of_core(m, None, log_m, budget, lambda name, x: x)
+
+
+def test_device_h_falls_back_once_it_runs_out_of_memory(monkeypatch):
+    """With a host witness the h on the device comes first; where it runs out
+    of device memory the two-vector path runs within the same budget (its
+    SpMV from the host witness), and with ``learned`` the next proofs go
+    there at once; a device witness never takes it; another error propagates."""
+    budget, log_m, calls = 1 << 20, 4, []
+    a = np.zeros((8, 1, 1 << log_m), np.uint32)
+    oom = jax.errors.JaxRuntimeError("RESOURCE_EXHAUSTED: Out of memory")
+    m = pce.Matrices(*([None] * 8), "fake", 1, 1, 9)
+    monkeypatch.setattr(pce, "host_plan", lambda *x, **k: "cut")
+    failure = [oom]
+
+    def on_device(mm, w, lm, b, lap, plan):
+        calls.append(("device", b, plan))
+        raise failure[0]
+
+    def evaluate_host(mm, w, b, *, length, check, plan, learned):
+        calls.append(("spmv", b, plan))
+        return a, a, a
+
+    def resident(x, y, z, lm, b, *, overwrite, check):
+        calls.append(("h", b))
+        return np.ones((8, 1, (1 << lm) - 1), np.uint32)
+
+    monkeypatch.setattr(G, "_h_on_device", on_device)
+    monkeypatch.setattr(pce, "evaluate_host", evaluate_host)
+    monkeypatch.setattr(G, "h_coefficients_resident", resident)
+    w = np.zeros((8, 1, 3), np.uint32)
+    learned = {}
+    G._h_out_of_core(m, w, log_m, budget, lambda name, x: x, None, learned)
+    assert calls == [("device", budget, "cut"), ("spmv", budget, None), ("h", budget)]
+    assert learned == {G.DEVICE_H: 0}
+    calls.clear()
+    G._h_out_of_core(m, w, log_m, budget, lambda name, x: x, None, learned)
+    assert calls == [("spmv", budget, None), ("h", budget)]
+    calls.clear()
+    G._h_out_of_core(m, jnp.asarray(w), log_m, budget, lambda name, x: x)   # device w
+    assert calls == [("spmv", budget, None), ("h", budget)]
+    failure[0] = jax.errors.JaxRuntimeError("INTERNAL: something else")
+    with pytest.raises(jax.errors.JaxRuntimeError, match="something else"):
+        G._h_out_of_core(m, w, log_m, budget, lambda name, x: x)
+    assert G.device_h_budget(9, 1, 3 * a.nbytes) is None     # three vectors and no line
 
 
 @pytest.mark.parametrize("layout", list(LAYOUTS))
@@ -312,7 +400,7 @@ def cubic_circuit():
 def _spy_forms(monkeypatch) -> list:
     """The forms of the out-of-core h that run, in order."""
     forms = []
-    for name in ("h_coefficients_resident", "h_coefficients_host"):
+    for name in ("h_coefficients_resident", "h_coefficients_host", "h_coefficients_device"):
         monkeypatch.setattr(G, name, functools.partial(
             lambda real, name, *a, **k: forms.append(name) or real(*a, **k),
             getattr(G, name), name))
@@ -345,6 +433,32 @@ def test_prove_out_of_core_equals_in_core(cubic_circuit, monkeypatch):
     assert forms == ["h_coefficients_resident"]
     _same_proof(got, want)
     assert set(times) == STAGES
+
+
+@pytest.mark.slow
+def test_prove_out_of_core_from_a_host_witness(cubic_circuit, monkeypatch):
+    """A host witness (hypothesis 83): a and b evaluated into device planes,
+    h on the device (``h_coefficients_device``), H's MSM first, then w put
+    on the device for the others (stage witness_put): the proof equals the
+    in-core one; the plan built for ``device_h_budget`` is the one used."""
+    m, w, host_pk, *_ = cubic_circuit
+    budget = M.working_set_bytes(G2, 8, 2, 4, M.MSMConfig(**SMALL_MSM))
+    want, _ = G.prove(host_pk, m, w, seed=5, msm_config=M.MSMConfig(**SMALL_MSM, budget_bytes=budget))
+    host = pce.to_host(m)
+    forms = _spy_forms(monkeypatch)
+    sb = G.device_h_budget(m.rows, BATCH, budget)
+    plan = pce.host_plan(host, BATCH, sb)
+    used, real = [], pce.evaluate_host
+    monkeypatch.setattr(pce, "evaluate_host",
+                        lambda *a, **k: used.append(k["plan"]) or real(*a, **k))
+    order = []
+    got, times = G.prove(host_pk, host, np.asarray(w), seed=5,
+                         msm_config=M.MSMConfig(**SMALL_MSM), out_of_core_budget=budget,
+                         host_plan=plan, on_stage=order.append)
+    assert forms == ["h_coefficients_device"] and used == [plan]
+    _same_proof(got, want)
+    assert set(times) - {"paused"} == STAGES | {"witness_put"}
+    assert order.index("msm_h") < order.index("witness_put") < order.index("msm_a")
 
 
 @pytest.mark.slow

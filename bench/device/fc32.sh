@@ -18,7 +18,8 @@
 #    STREAM_REPS=0 with it skips the streaming proofs and their compiles.
 #    With SIXTEEN=1 instead: the 16 GB mode (issue 7) — after the setup a ballast leaves
 #    ${BUDGET_GIB:-14} GiB of the pool free (bench.filecoin --device-budget-gib), a, b, c
-#    and h out of core within ${OOC_GIB:-9} GiB, each MSM within ${MSM_GIB:-5} GiB; with
+#    and h out of core within ${OOC_GIB:-9} GiB, each MSM within ${MSM_GIB:-5} GiB (HOST_W=1:
+#    the witness in host memory, h on the device, OOC_GIB default 13); with
 #    RESIDENT=1 as well, the ballast then goes and the same key is proved resident.
 #    PROVE=0 skips step 2 (the recorded circuit for $AFTER_SH alone, e.g. bench.profile's
 #    spmv_host case over $CIRCUIT_DIR).
@@ -84,7 +85,10 @@ say "proving"
 # lowering of a reduction ("not enough values to unpack" in _reduction_lowering; session 38,
 # bench/device/probe_bits.py), which ended that run in msm_a
 if [ -n "${SIXTEEN:-}" ]; then
-    MODE="--msm-budget-gib ${MSM_GIB:-5} --out-of-core-gib ${OOC_GIB:-9} --device-budget-gib ${BUDGET_GIB:-14} ${RESIDENT:+--then-resident}"
+    # HOST_W=1: the witness in host memory (--host-witness, hypothesis 83): the budget then
+    # counts every device byte before the MSMs (three vectors for h), so it defaults to 13
+    OOC=${OOC_GIB:-9}; [ -n "${HOST_W:-}" ] && OOC=${OOC_GIB:-13}
+    MODE="--msm-budget-gib ${MSM_GIB:-5} --out-of-core-gib $OOC --device-budget-gib ${BUDGET_GIB:-14} ${RESIDENT:+--then-resident} ${HOST_W:+--host-witness}"
 else
     MODE="--msm-budget-gib 16 ${RESIDENT:+--then-resident} ${STREAM_REPS:+--streaming-reps $STREAM_REPS}"
 fi

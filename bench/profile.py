@@ -26,7 +26,10 @@ kernel).  Cases:
   satisfaction check after it (``pce.check_host``); and
   ``groth16.h_coefficients_resident`` (``overwrite``, the prover's form) of
   random host a, b, c at 2^k within the same budget (a and b its work
-  buffers in every call: their values change, the work does not).  Their host work
+  buffers in every call: their values change, the work does not);
+  ``h_device``: ``groth16.h_coefficients_device`` (the host witness's h,
+  hypothesis 83: random a and b as device limb planes, copied there anew
+  each call, host c, the check included) within ``--budget-gib``.  Their host work
   (puts, fetches, row writes) shows as the named spans of the record's
   ``spans`` (``jax.profiler.TraceAnnotation`` in the library: ms and count
   per call, each span's time on the thread that ran it), beside the
@@ -64,7 +67,7 @@ from bench.common import argv_command, emit, environment, time_fn
 from bench.ntt_msm import make_bases, rand_fr
 from ops import spmv
 
-CASES = ("ntt", "to_coset", "h", "msm", "spmv", "spmv_host", "h_resident")
+CASES = ("ntt", "to_coset", "h", "msm", "spmv", "spmv_host", "h_resident", "h_device")
 SPANS = ("evaluate_host.", "check_host.", "h_resident.", "msm.")   # the library's named host spans
 SKIP_LINES = ("XLA Modules", "Steps", "Framework", "Source", "python", "TraceMe", "Task")
 
@@ -124,6 +127,17 @@ def stage(case: str, log_n: int = 20, kind: str = "porep", size: str = "2KiB",
         def h(a, b, c):     # overwrite: a and b are its work buffers, reused by every call
             return G.h_coefficients_resident(a, b, c, log_n, budget, overwrite=True)
         return h, tuple(abc), f"2^{log_n} within {budget / 2**30:.3g} GiB"
+    if case == "h_device":
+        from ops import four_step as FS
+        n1 = 1 << FS.default_log_n1(log_n)
+        a, b, c = (_vector(jax.random.fold_in(key, i), 1 << log_n) for i in range(3))
+        planes = [tuple(jnp.copy(p) for p in FS.matrix(x, n1)) for x in (a, b)]
+        c = np.asarray(c)
+
+        def h_device(c):    # a's and b's planes are consumed: fresh device copies each call
+            ua, ub = (tuple(jnp.copy(p) for p in x) for x in planes)
+            return G.h_coefficients_device(ua, ub, c, log_n, budget, check=lambda first: None)
+        return h_device, (c,), f"2^{log_n} within {budget / 2**30:.3g} GiB, three vectors"
     if case in ("spmv", "spmv_host"):
         from bench import filecoin as F
         from jaxprove import pce

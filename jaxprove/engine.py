@@ -503,6 +503,12 @@ class Groth16Prover:
     within the same budget.  ``load`` refuses (MemoryError) a circuit whose
     mode's floor (``modes.device_bytes_floor``) exceeds the device's pool,
     before anything is placed, naming the mode that would fit.
+    ``host_witness`` (with ``out_of_core_budget``): each batch's witness
+    waits for its proof in host memory (``witness_home``) and the proof
+    holds no witness on the device before its MSMs (``groth16.prove``'s
+    host witness); ``out_of_core_budget`` then counts all of the proof's
+    device bytes before them (three vectors of the domain size and a line
+    put h on the device; less, the two-vector h).
 
     ``memory_mode``: None (default) takes the mode from the two settings
     above for every circuit (resident, streaming or the 16 GB mode), with
@@ -521,8 +527,11 @@ class Groth16Prover:
                  setup_on_first_use: bool = False, setup_seed: int | None = None,
                  keys_in_host_memory: bool = False, verify_on_host: bool = True,
                  out_of_core_budget: int | None = None, memory_mode: str | None = None,
-                 resident_budget: int | None = None):
+                 resident_budget: int | None = None, host_witness: bool = False):
         from jaxprove import modes
+        if host_witness and (out_of_core_budget is None or not keys_in_host_memory):
+            raise ValueError("host_witness is a form of the 16 GB mode: it needs "
+                             "out_of_core_budget and keys_in_host_memory")
         if out_of_core_budget is not None and out_of_core_budget <= 0:
             raise ValueError(f"out_of_core_budget must be a positive number of bytes, "
                              f"got {out_of_core_budget}")
@@ -542,6 +551,7 @@ class Groth16Prover:
         self.memory_mode, self.resident_budget = memory_mode, resident_budget
         self.out_of_core_budget = out_of_core_budget
         self.keys_in_host_memory = keys_in_host_memory
+        self.host_witness = host_witness
         self.verify_on_host = verify_on_host
         self.keys_dir, self.pce_dir = keys_dir, pce_dir
         self.setup_on_first_use, self.setup_seed = setup_on_first_use, setup_seed
@@ -764,6 +774,18 @@ class Groth16Prover:
         return [None if r < 0 else f"the witness does not satisfy the circuit (first failing "
                 f"row {r})" for r in np.asarray(first).reshape(-1)]
 
+    def witness_home(self, w):
+        """Where a batch's witness waits for its proof: with ``host_witness``
+        in host memory (fetched as the witness program's output arrives, on
+        the batch's host thread; its device copy is dropped, so the next
+        batch's witness holds no device memory while this one's proof runs,
+        and ``groth16.prove`` takes the host witness: hypothesis 83), else
+        where it is."""
+        if not self.host_witness or w is None:
+            return w
+        from ops import transfer
+        return transfer.fetch(w)
+
     def prove(self, res, w, use, msm_budget_bytes, on_stage=None):
         import jax.numpy as jnp
         import numpy as np
@@ -773,7 +795,8 @@ class Groth16Prover:
         from ops.field import Fr
         good = [i for i, u in enumerate(use) if u]
         if len(good) < len(use):
-            w = w[:, jnp.asarray([i if u else good[0] for i, u in enumerate(use)])]
+            at = [i if u else good[0] for i, u in enumerate(use)]
+            w = w[:, np.asarray(at)] if isinstance(w, np.ndarray) else w[:, jnp.asarray(at)]
         budget = res.msm_budget if msm_budget_bytes is None else msm_budget_bytes
         cfg = None if budget is None else \
             dataclasses.replace(M.default_config(), budget_bytes=budget)
@@ -1235,7 +1258,7 @@ class Engine:
         size = padded_size(len(items), self.config.max_batch_size)
         t = time.perf_counter()
         try:
-            w = jax.block_until_ready(spec.witness(parts + [parts[0]] * (size - len(parts))))
+            w = self._witness_home(spec.witness(parts + [parts[0]] * (size - len(parts))))
             return _Batch(items, spec, w, [None] * len(items), time.perf_counter() - t)
         except Exception as e:  # noqa: BLE001 - isolate the bad items below
             if len(items) == 1:
@@ -1252,8 +1275,15 @@ class Engine:
         good = [x for x in ws if x is not None]
         if not good:
             return _Batch(items, spec, None, errors, time.perf_counter() - t)
-        w = _assemble(ws, good[0], size)
+        w = self._witness_home(_assemble(ws, good[0], size))
         return _Batch(items, spec, w, errors, time.perf_counter() - t)
+
+    def _witness_home(self, w):
+        """w ready, where the prover wants it to wait (its ``witness_home``, if any)."""
+        import jax
+        w = jax.block_until_ready(w)
+        home = getattr(self.prover, "witness_home", None)
+        return w if home is None else home(w)
 
     def _outranked(self, i, rank) -> bool:
         """Whether a pending item, or the batch worker i's host thread is

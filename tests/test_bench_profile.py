@@ -78,3 +78,8 @@ def test_profile_the_16gb_modes_host_stages_names_their_spans(tmp_path):
     assert {"h_resident.put", "h_resident.sweeps", "h_resident.fetch", "h_resident.quotient",
             "h_resident.rows_to_cols"} <= set(rec["spans"])
     assert rec["spans"]["h_resident.put"]["count"] == 3      # a, b and c, whole
+    rec = P.profile("h_device", log_n=6, reps=1, top=3)      # hypothesis 83's h
+    assert rec["size"] == "2^6 within 9 GiB, three vectors"
+    assert {"h_resident.put", "h_resident.check", "h_resident.sweeps", "h_resident.quotient",
+            "h_resident.rows_to_cols"} <= set(rec["spans"])
+    assert rec["spans"]["h_resident.put"]["count"] == 1      # c alone: a and b are there

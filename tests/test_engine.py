@@ -427,6 +427,13 @@ def test_groth16_prover_keys_and_satisfaction_check(tmp_path):
     assert ooc.check(host, w[:, 1:]) == [None]
     with pytest.raises(ValueError, match="needs keys_in_host_memory"):
         E.Groth16Prover(out_of_core_budget=8000)
+    for bad in ({}, {"keys_in_host_memory": True}, {"out_of_core_budget": 8000}):
+        with pytest.raises(ValueError, match="host_witness is a form of the 16 GB mode"):
+            E.Groth16Prover(host_witness=True, **bad)
+    home = E.Groth16Prover(keys_in_host_memory=True, out_of_core_budget=8000,
+                           host_witness=True).witness_home(w)
+    assert isinstance(home, np.ndarray) and np.array_equal(home, np.asarray(w))
+    assert ooc.witness_home(w) is w
     with pytest.raises(ValueError, match="positive number of bytes"):
         E.Groth16Prover(keys_in_host_memory=True, out_of_core_budget=0)
 
@@ -641,20 +648,26 @@ def test_groth16_prover_memory_mode_auto(monkeypatch):
 
 
 @pytest.mark.slow
-def test_engine_out_of_core_proof(tmp_path):
+@pytest.mark.parametrize("host_witness", [False, True])
+def test_engine_out_of_core_proof(tmp_path, host_witness):
     """The engine's 16 GB mode end to end on a small circuit: keys and PCE
     matrices in host memory (the resident bytes count neither), a, b, c and h
     out of core in row blocks of a few KB, the MSMs in chunks; the proofs
     verify (our pairing, checked against py_ecc's elsewhere) with the public
     inputs x³ + x, and a bad instance in its own batch is refused by its
-    proof, naming the row."""
+    proof, naming the row.  With ``host_witness`` each batch's witness
+    waits in host memory (the prover gets numpy) and h is computed on the
+    device (hypothesis 83)."""
     from conftest import R
     from jaxprove import groth16 as G
 
     K = 2
     good, reg = E.cubic_spec(K), _cubic_with_bad(K)
     prover = E.Groth16Prover(keys_dir=str(tmp_path / "keys"), setup_on_first_use=True,
-                             setup_seed=5, keys_in_host_memory=True, out_of_core_budget=8000)
+                             setup_seed=5, keys_in_host_memory=True, out_of_core_budget=8000,
+                             host_witness=host_witness)
+    kinds, real = [], prover.prove
+    prover.prove = lambda res, w, *a, **k: kinds.append(type(w)) or real(res, w, *a, **k)
     eng = E.Engine(reg, E.EngineConfig(msm_budget_bytes=1 << 21), prover,
                    devices=jax.devices()[:1])
     xs = [[3, 4], [MARK, 5]]
@@ -666,6 +679,7 @@ def test_engine_out_of_core_proof(tmp_path):
     assert ra.status == "done", ra.error
     assert rb.status == "failed" and "does not satisfy" in rb.error and "(0, " in rb.error
     assert ra.public == [[(x ** 3 + x) % R for x in xs[0]]]
+    assert kinds and all((k is np.ndarray) is host_witness for k in kinds)
     res = prover.load(good, jax.devices()[0])
     assert isinstance(res.matrices.a.cols, np.ndarray) and res.domain is None
     assert res.nbytes < 1 << 16                     # key and matrices in host memory

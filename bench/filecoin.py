@@ -720,6 +720,12 @@ def run_case(kind: str, size: str, reps: int = 5, env: dict | None = None,
         m, dom = pce.to_host(m), None          # the SpMV's row blocks cut once, pinned,
         t = time.perf_counter()                # where the host has room beside a, b, c, h
         plan_budget = G.device_h_budget(m.rows, 1, out_of_core) if host_witness else None
+        if plan_budget is not None:        # the device h's blocks beside a's and b's vectors
+            try:
+                pce.plan_blocks(m, 1, plan_budget)
+            except ValueError as e:        # the proofs take the two-vector h (groth16)
+                _say(f"the device h's row blocks do not fit: {e}")
+                plan_budget = None
         rec["spmv_budget_bytes"] = plan_budget = plan_budget or out_of_core
         host_plan = pce.host_plan(m, 1, plan_budget, prepared=None,
                                   working=G.out_of_core_host_bytes(m.rows))

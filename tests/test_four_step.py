@@ -222,15 +222,28 @@ def test_h_coefficients_resident_sweep_c_puts_contiguous_planes(monkeypatch):
         assert all(p.flags.c_contiguous for x in sweep_c for p in x.reshape(-1, *x.shape[-2:]))
 
 
+def _satisfied(k, batch, seed):
+    """Host a, b random, c = a·b (a satisfied witness's), and their h."""
+    (a, b, _), _ = host_vectors(k, batch, 3, seed)
+    c = np.asarray(Fr.mul(jnp.asarray(a), jnp.asarray(b)))
+    return a, b, c, np.asarray(G._h_coefficients(*[jnp.array(v) for v in (a, b, c)],
+                                                 N.domain(k)))
+
+
+def _unsatisfied(c):
+    """c (8, 2, 64) with instance 1 failing first at 45 (and at 50), instance 0 at 61."""
+    bad = c.copy()
+    for i, at in ((1, 45), (1, 50), (0, 61)):
+        bad[:, i, at] ^= 1
+    return bad
+
+
 def test_h_coefficients_resident_checks_satisfaction_first(monkeypatch):
     """``check`` gets the first i with a_i·b_i != c_i per instance (−1 where
     satisfied) before any transform, so that raising there stops the step;
     c's rows are checked in several blocks (the last overlapping)."""
     k, batch, log_n1 = 6, (2,), 3
-    vs, _ = host_vectors(k, batch, 3, 108)
-    a, b, _ = vs
-    c = np.asarray(Fr.mul(jnp.asarray(a), jnp.asarray(b)))            # satisfied: c = a·b
-    want = np.asarray(G._h_coefficients(*[jnp.array(v) for v in (a, b, c)], N.domain(k)))
+    a, b, c, want = _satisfied(k, batch, 108)
     vec = a.nbytes
     budget = 2 * vec + FS.step_bytes(1, log_n1, 3, 2, k, log_n1)
     assert G.resident_chunks(a, k, budget, log_n1)["check"] == 3    # rows 0-2, 3-5, 5-7
@@ -238,10 +251,7 @@ def test_h_coefficients_resident_checks_satisfaction_first(monkeypatch):
     got = G.h_coefficients_resident(a, b, c, k, budget, log_n1=log_n1, check=seen.append)
     assert np.array_equal(np.asarray(got), want) and len(seen) == 1
     assert seen[0].shape == batch and (seen[0] == -1).all()
-    bad = c.copy()
-    bad[:, 1, 45] ^= 1                     # instance 1 fails first at 45, instance 0 at 61
-    bad[:, 1, 50] ^= 1
-    bad[:, 0, 61] ^= 1
+    bad = _unsatisfied(c)
     steps = []
 
     def refuse(first):
@@ -267,10 +277,7 @@ def test_h_coefficients_device_equals_device():
     planes consumed; the check over the three vectors, before any
     transform, finds each instance's first bad element."""
     k, batch, log_n1 = 6, (2,), 3
-    vs, _ = host_vectors(k, batch, 3, 110)
-    a, b, _ = vs
-    c = np.asarray(Fr.mul(jnp.asarray(a), jnp.asarray(b)))            # satisfied: c = a·b
-    want = np.asarray(G._h_coefficients(*[jnp.array(v) for v in (a, b, c)], N.domain(k)))
+    a, b, c, want = _satisfied(k, batch, 110)
     vec = a.nbytes
     budget = 3 * vec + FS.step_bytes(1, log_n1, 3, 2, k, log_n1)
     chunks = G.resident_chunks(a, k, budget, log_n1, held=3)
@@ -282,10 +289,7 @@ def test_h_coefficients_device_equals_device():
     assert np.array_equal(np.asarray(got), want)
     assert len(seen) == 1 and (seen[0] == -1).all() and seen[0].shape == batch
     assert all(p.is_deleted() for p in ua + ub)          # donated to the sweeps
-    bad = c.copy()
-    bad[:, 1, 45] ^= 1                     # instance 1 fails first at 45, instance 0 at 61
-    bad[:, 1, 50] ^= 1
-    bad[:, 0, 61] ^= 1
+    bad = _unsatisfied(c)
 
     def refuse(first):
         seen.append(first)

@@ -70,7 +70,8 @@ use; tests of the scheduler and residency use a fast stand-in.
 
 Timings per job (seconds, summed over its batches): queue_wait (submission to
 first pickup), witness, load, check, the prover's stages (``groth16.prove``:
-spmv, ntt, msm_g1, msm_g2, combine; streaming: msm_a … msm_h) and their sum prove (the
+spmv, ntt, msm_g1, msm_g2, combine; streaming: msm_h, msm_a … msm_l; the 16 GB mode
+adds check, and with a host witness witness_put) and their sum prove (the
 time a proof spent paused for more urgent ones apart, as paused), verify,
 encode, total (submission
 to completion), and batch_sizes (the batch shape each partition was proved in).

@@ -548,7 +548,7 @@ def run_case(kind: str, size: str, reps: int = 5, env: dict | None = None,
     ``witness_fetch_s``, and its device copy dropped) and the proofs take
     it from there (``groth16.prove``'s host witness: a and b evaluated into
     the device, h computed there, bench/NOTES.md hypothesis 83; the row
-    blocks planned for ``groth16.device_h_budget``).  The proof times do
+    blocks planned for it, ``groth16.out_of_core_plan``).  The proof times do
     not include the fetch: add ``witness_fetch_s`` for the witness program's
     output to a proof."""
     if reps < 1:
@@ -719,16 +719,8 @@ def run_case(kind: str, size: str, reps: int = 5, env: dict | None = None,
     else:                      # the 16 GB mode: matrices in host memory, no resident domain;
         m, dom = pce.to_host(m), None          # the SpMV's row blocks cut once, pinned,
         t = time.perf_counter()                # where the host has room beside a, b, c, h
-        plan_budget = G.device_h_budget(m.rows, 1, out_of_core) if host_witness else None
-        if plan_budget is not None:        # the device h's blocks beside a's and b's vectors
-            try:
-                pce.plan_blocks(m, 1, plan_budget)
-            except ValueError as e:        # the proofs take the two-vector h (groth16)
-                _say(f"the device h's row blocks do not fit: {e}")
-                plan_budget = None
-        rec["spmv_budget_bytes"] = plan_budget = plan_budget or out_of_core
-        host_plan = pce.host_plan(m, 1, plan_budget, prepared=None,
-                                  working=G.out_of_core_host_bytes(m.rows))
+        host_plan = G.out_of_core_plan(m, out_of_core, host_witness=host_witness)
+        rec["spmv_budget_bytes"] = host_plan.budget
         rec["host_plan_s"] = time.perf_counter() - t
         rec["host_plan_blocks"] = [len(p.blocks) for p in host_plan.plans]
         rec["host_plan_prepared"] = host_plan.blocks is not None

@@ -434,7 +434,7 @@ class Resident(NamedTuple):
     """What stays on a device per topology (pk's vectors may be host arrays
     in streaming mode; domain: the circuit's ``ops.ntt.Domain``; positions:
     its ``groth16.msm_positions``; host_plan: out of core, the SpMV's row
-    blocks for one instance, ``pce.host_plan``, in pinned host memory;
+    blocks for one instance, ``groth16.out_of_core_plan``, in pinned host memory;
     budgets: the device budgets that served this circuit's steps where a
     first plan ran out of memory, a dict ``memory.halving`` fills, or None;
     mode: its memory mode, ``modes.MODES``; out_of_core_budget: the 16 GB
@@ -751,8 +751,8 @@ class Groth16Prover:
         # out of core a proof is one instance (a batch of B needs B times the device memory):
         # its row blocks are cut once, into pinned host memory, not per proof, where the host
         # has room for them beside the proof's a, b, c and h
-        plan = pce.host_plan(m, 1, mp.out_of_core_bytes, device, prepared=None,
-                             working=G.out_of_core_host_bytes(m.rows)) if ooc else None
+        plan = G.out_of_core_plan(m, mp.out_of_core_bytes, device,
+                                  host_witness=self.host_witness) if ooc else None
         return Resident(pk, vk, m, nbytes, dom, pos, plan, {}, mp.mode, mp.out_of_core_bytes,
                         mp.msm_budget_bytes)
 

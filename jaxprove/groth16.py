@@ -813,12 +813,13 @@ def prove(pk: ProvingKey, matrices: pce.Matrices, w, seed: int | None = None,
     vectors (``device_h_budget``) or they run out of device memory, the
     path above, with w put in pieces for the SpMV.  In core a host w is put
     on the device first.
-    ``host_plan`` (``pce.host_plan(matrices, batch, out_of_core_budget)``,
-    or with a host witness ``pce.host_plan(matrices, batch,
-    device_h_budget(matrices.rows, batch, out_of_core_budget))``,
-    built once per circuit and batch size, like ``domain`` and
-    ``positions``): the SpMV's row blocks prepared in pinned host memory;
-    without it each proof cuts them from the matrices again.
+    ``host_plan`` (``out_of_core_plan`` for one instance, or
+    ``pce.host_plan(matrices, batch, out_of_core_budget)``, with a host
+    witness ``pce.host_plan(matrices, batch, device_h_budget(matrices.rows,
+    batch, out_of_core_budget))``, built once per circuit and batch size,
+    like ``domain`` and ``positions``): the SpMV's row blocks prepared in
+    pinned host memory; without it each proof cuts them from the matrices
+    again.
 
     Estimated device peak at 2^27 rows, batch 1, bases in host memory (an
     estimate from the byte counts, not measured; 1 vector = 4 GiB): the
@@ -939,6 +940,27 @@ def device_h_budget(rows: int, batch: int, budget: int) -> int | None:
         return None
     sb = pce.spmv_budget(batch, budget, 1 << log_m, 2)
     return sb if sb > 0 else None
+
+
+def out_of_core_plan(matrices: pce.Matrices, budget: int, dev=None, *,
+                     host_witness: bool = False) -> pce.HostPlan:
+    """The 16 GB mode's SpMV row blocks for one instance (``pce.host_plan``,
+    prepared where the host has room beside ``out_of_core_host_bytes``),
+    built once per circuit and passed to every ``prove`` as ``host_plan``.
+    With ``host_witness`` they are planned for ``device_h_budget`` (the
+    device h's SpMV beside a's and b's vectors), where that budget holds
+    them; else, and as the fallback, for the whole ``budget`` (the
+    two-vector h).  ValueError where not even ``budget`` holds a matrix's
+    smallest block."""
+    sb = device_h_budget(matrices.rows, 1, budget) if host_witness else None
+    working = out_of_core_host_bytes(matrices.rows)
+    if sb is not None:
+        try:
+            return pce.host_plan(matrices, 1, sb, dev, prepared=None, working=working)
+        except ValueError as e:
+            log.info("the device h's row blocks do not fit beside its vectors (%s): the "
+                     "proofs take the two-vector h", e)
+    return pce.host_plan(matrices, 1, budget, dev, prepared=None, working=working)
 
 
 def _device_h_plan(matrices: pce.Matrices, batch: int, budget: int, host_plan=None):

@@ -683,6 +683,9 @@ def test_engine_out_of_core_proof(tmp_path, host_witness):
     res = prover.load(good, jax.devices()[0])
     assert isinstance(res.matrices.a.cols, np.ndarray) and res.domain is None
     assert res.nbytes < 1 << 16                     # key and matrices in host memory
+    # the row blocks prepared once for the h the proofs run (the device h's budget)
+    assert res.host_plan.budget == (G.device_h_budget(res.matrices.rows, 1, 8000)
+                                    if host_witness else 8000) != 0
     proof = G.proof_from_bytes(ra.proof)
     assert bool(np.all(np.asarray(G.verify(res.vk, ra.public, proof))))
 

@@ -247,6 +247,31 @@ def test_device_h_falls_back_once_it_runs_out_of_memory(monkeypatch):
     assert G.device_h_budget(9, 1, 3 * a.nbytes) is None     # three vectors and no line
 
 
+def test_out_of_core_plan_budget(random_circuit):
+    """``out_of_core_plan``: the whole budget's row blocks, or with a host
+    witness those of ``device_h_budget`` (the device h's SpMV); where that
+    budget cannot hold them, the whole budget's (the two-vector h);
+    ValueError where not even the whole budget holds a block."""
+    r1cs, _ = random_circuit
+    host = pce.to_host(pce.extract(r1cs, **SMALL))
+    big = 10**6
+    assert G.out_of_core_plan(host, big).budget == big
+    sb = G.device_h_budget(host.rows, 1, big)
+    assert sb is not None and sb < big
+    assert G.out_of_core_plan(host, big, host_witness=True).budget == sb
+    lo, hi = 1, big                          # the least budget whose blocks plan
+    while lo < hi:
+        mid = (lo + hi) // 2
+        try:
+            pce.plan_blocks(host, 1, mid)
+            hi = mid
+        except ValueError:
+            lo = mid + 1
+    assert G.out_of_core_plan(host, lo, host_witness=True).budget == lo
+    with pytest.raises(ValueError):
+        G.out_of_core_plan(host, lo - 1, host_witness=True)
+
+
 @pytest.mark.parametrize("layout", list(LAYOUTS))
 def test_row_blocks_any_cut_and_padding(random_circuit, layout):
     """``RowBlocks.smallest`` is the per-axis largest one-row block; a padded

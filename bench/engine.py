@@ -50,7 +50,9 @@ any setup.
   (``Groth16Prover(out_of_core_budget=)``): the PCE matrices stay in host
   memory too and a, b, c and h are computed out of core within O GiB
   (nothing resident on the device; the MSM budget defaults to G − 32·(n +
-  max(n, m)) bytes, w and its copy beside the MSMs).
+  max(n, m)) bytes, w and its copy beside the MSMs); ``--host-witness`` with
+  it: each witness waits in host memory and h is computed on the device
+  (``Groth16Prover(host_witness=True)``, bench/NOTES.md hypothesis 83).
   ``--devices D``: the first D local devices, one engine worker each (the
   partitions of a job spread over them); a 1-device and a 2-device record
   give the scaling ratio (``throughput_proofs_per_s`` of each).
@@ -519,15 +521,17 @@ class _Finished:
 
 def _engine(registry, devices, budget: int | None, msm_budget: int | None, verify: bool,
             keys_dir: str | None, setup_seed: int | None, finished: _Finished,
-            prover=None, out_of_core: int | None = None, pce_dir: str | None = None) -> E.Engine:
+            prover=None, out_of_core: int | None = None, pce_dir: str | None = None,
+            host_witness: bool = False) -> E.Engine:
     """An engine making real Groth16 proofs (unless another ``prover`` is
     given), setup on first use (CSPRNG unless ``setup_seed``: tests only),
     streaming mode when ``budget``, out of core within ``out_of_core``
-    bytes (the 16 GB mode), PCE matrices from ``pce_dir`` where stored."""
+    bytes (the 16 GB mode; ``host_witness``: its witnesses in host memory),
+    PCE matrices from ``pce_dir`` where stored."""
     if prover is None:
         prover = E.Groth16Prover(keys_dir, pce_dir, setup_on_first_use=True, setup_seed=setup_seed,
                                  keys_in_host_memory=budget is not None,
-                                 out_of_core_budget=out_of_core)
+                                 out_of_core_budget=out_of_core, host_witness=host_witness)
     config = E.EngineConfig(budget_bytes=budget, msm_budget_bytes=msm_budget, verify=verify)
     return E.Engine(registry, config, prover, devices, on_finished=finished)
 
@@ -567,12 +571,12 @@ def _preload(eng, kinds, say) -> dict:
 
 
 def _base_record(case, rows, partitions, devices, budget, msm_budget, verify, env, command,
-                 out_of_core=None):
+                 out_of_core=None, host_witness=False):
     return {"case": f"engine.{case}", "rows": rows, "partitions": partitions,
             "devices": len(devices), "device_names": [str(d) for d in devices],
             "budget_bytes": budget, "budget_gib": None if budget is None else budget / GIB,
             "msm_budget_bytes": msm_budget, "keys_in_host_memory": budget is not None,
-            "out_of_core_bytes": out_of_core,
+            "out_of_core_bytes": out_of_core, "host_witness": host_witness,
             "verify": verify, "goals": GOALS, "anchors": ANCHORS,
             "command": command or argv_command(), **env}
 
@@ -700,7 +704,7 @@ def run_porep_shaped(rows: int = DEFAULT_ROWS, partitions: int = DEFAULT_PARTITI
                      keys_dir: str | None = None, setup_seed: int | None = None, seed: int = 0,
                      force: bool = False, env: dict | None = None, out: str | None = None,
                      command: str | None = None, say: Callable = _say, prover=None,
-                     out_of_core_gib: float | None = None) -> Run:
+                     out_of_core_gib: float | None = None, host_witness: bool = False) -> Run:
     """Latency of one job of ``partitions`` partitions and the throughput of
     ``proofs`` jobs at once (module docstring); emits the records and returns
     the final one with the jobs.  ``seed``: the jobs' input seeds (inputs
@@ -718,7 +722,7 @@ def run_porep_shaped(rows: int = DEFAULT_ROWS, partitions: int = DEFAULT_PARTITI
     budget, msm_budget, ooc = _budgets(counts, budget_gib, msm_budget_gib, out_of_core_gib)
     env = environment() if env is None else env
     rec = _base_record("porep_shaped", rows, partitions, devs, budget, msm_budget, verify, env,
-                       command, ooc)
+                       command, ooc, host_witness)
     rec.update(phase="plan", proofs=proofs, topology=spec.topology, shape=shape._asdict(),
                num_vars=counts.num_vars, bit_vars=counts.bit_vars)
     from bench import filecoin as BF
@@ -734,7 +738,7 @@ def run_porep_shaped(rows: int = DEFAULT_ROWS, partitions: int = DEFAULT_PARTITI
 
     finished = _Finished()
     eng = _engine(E.Registry([spec]), devs, budget, msm_budget, verify, keys_dir, setup_seed,
-                  finished, prover, ooc)
+                  finished, prover, ooc, host_witness=host_witness)
     rng = random.Random(seed)
     jobs, inputs_of = _latency_and_throughput(eng, spec, lambda: job_inputs(rng, partitions),
                                               partitions, proofs, rec, devs, finished, out, say)
@@ -747,7 +751,8 @@ def run_kind(kind: str, size: str, proofs: int = 5, budget_gib: float | None = N
              keys_dir: str | None = None, setup_seed: int | None = None, seed: int = 0,
              force: bool = False, env: dict | None = None, out: str | None = None,
              command: str | None = None, say: Callable = _say, prover=None,
-             out_of_core_gib: float | None = None, circuit_dir: str | None = None) -> Run:
+             out_of_core_gib: float | None = None, circuit_dir: str | None = None,
+             host_witness: bool = False) -> Run:
     """``porep_shaped``'s latency and throughput for a registered Filecoin
     kind at a sector size (``jaxprove.filecoin_kinds``: the real circuit;
     PoRep 32GiB is 10 partitions of 130,278,541 rows).  Every job proves the
@@ -775,7 +780,7 @@ def run_kind(kind: str, size: str, proofs: int = 5, budget_gib: float | None = N
     budget, msm_budget, ooc = _budgets(counts, budget_gib, msm_budget_gib, out_of_core_gib)
     env = environment() if env is None else env
     rec = _base_record(f"{kind}", counts.rows, None, devs, budget, msm_budget, verify, env,
-                       command, ooc)
+                       command, ooc, host_witness)
     rec.update(phase="plan", proofs=proofs, kind=kind, size=size, topology=spec.topology,
                inputs="one synthetic sector, proved by every job (fresh r, s each)")
     est, why = plan_case([kind_plan(kind, counts, budget, msm_budget, ooc)], budget,
@@ -793,7 +798,8 @@ def run_kind(kind: str, size: str, proofs: int = 5, budget_gib: float | None = N
     rec["partitions"] = partitions
     finished = _Finished()
     eng = _engine(E.Registry([spec]), devs, budget, msm_budget, verify, keys_dir, setup_seed,
-                  finished, prover, ooc, pce_dir=circuit_dir)
+                  finished, prover, ooc, pce_dir=circuit_dir,
+                  host_witness=host_witness)
     jobs, inputs_of = _latency_and_throughput(eng, spec, lambda: inputs, partitions, proofs,
                                               rec, devs, finished, out, say)
     return _finish(rec, out, kind, jobs, inputs_of)
@@ -829,7 +835,7 @@ def run_mixed(rows: int = DEFAULT_ROWS, partitions: int = DEFAULT_PARTITIONS,
               keys_dir: str | None = None, setup_seed: int | None = None, seed: int = 0,
               force: bool = False, env: dict | None = None, out: str | None = None,
               command: str | None = None, say: Callable = _say, prover=None,
-              out_of_core_gib: float | None = None) -> Run:
+              out_of_core_gib: float | None = None, host_witness: bool = False) -> Run:
     """PoRep-shaped jobs kept in flight while WinningPoSt (and WindowPoSt)
     jobs arrive (module docstring); emits the records and returns the final
     one with the jobs.  ``window_every`` None or 0: no WindowPoSt jobs (the
@@ -852,7 +858,7 @@ def run_mixed(rows: int = DEFAULT_ROWS, partitions: int = DEFAULT_PARTITIONS,
     budget, msm_budget, ooc = _budgets(counts, budget_gib, msm_budget_gib, out_of_core_gib)
     env = environment() if env is None else env
     rec = _base_record("mixed", rows, partitions, devs, budget, msm_budget, verify, env, command,
-                       ooc)
+                       ooc, host_witness)
     rec.update(phase="plan", topology=spec.topology, shape=shape._asdict(), post=post,
                post_kinds={k: f"{s.kind}/{s.sector_size}" for k, s in posts.items()},
                post_topologies={k: s.topology for k, s in posts.items()},
@@ -876,7 +882,7 @@ def run_mixed(rows: int = DEFAULT_ROWS, partitions: int = DEFAULT_PARTITIONS,
 
     finished = _Finished()
     eng = _engine(E.Registry([spec, *posts.values()]), devs, budget, msm_budget, verify,
-                  keys_dir, setup_seed, finished, prover, ooc)
+                  keys_dir, setup_seed, finished, prover, ooc, host_witness=host_witness)
     rng = random.Random(seed)
     say("making the PoSt inputs")
     pool = {k: [s.synthetic(rng) for _ in range(2)] for k, s in posts.items()}
@@ -982,6 +988,9 @@ def main(argv=None):
     ap.add_argument("--out-of-core-gb", type=float, default=None,
                     help="with --budget-gb: the 16 GB mode, PCE matrices in host memory and "
                          "a, b, c, h computed out of core within this many GiB")
+    ap.add_argument("--host-witness", action="store_true",
+                    help="with --out-of-core-gb: the witnesses wait in host memory, h on the "
+                         "device (hypothesis 83)")
     ap.add_argument("--devices", type=int, default=1, help="local devices (one worker each)")
     ap.add_argument("--winning", type=int, default=10, help="mixed: WinningPoSt jobs")
     ap.add_argument("--winning-every", type=float, default=5.0, help="mixed: seconds apart")
@@ -1005,7 +1014,8 @@ def main(argv=None):
         enable_compilation_cache()
     common = dict(rows=a.rows, partitions=a.partitions, budget_gib=a.budget_gb,
                   msm_budget_gib=a.msm_budget_gb, out_of_core_gib=a.out_of_core_gb, devices=a.devices, verify=not a.no_verify,
-                  keys_dir=a.keys_dir, seed=a.seed, force=a.force, out=a.out)
+                  keys_dir=a.keys_dir, seed=a.seed, force=a.force, out=a.out,
+                  host_witness=a.host_witness)
     try:
         if a.case == "porep_shaped":
             run_porep_shaped(proofs=a.proofs, **common)

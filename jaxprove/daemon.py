@@ -87,6 +87,7 @@ class DaemonConfig:
     budget_bytes: int | None = None
     msm_budget_bytes: int | None = None
     out_of_core_bytes: int | None = None      # the 16 GB mode: a, b, c and h out of core
+    host_witness: bool = False                # the 16 GB mode's witnesses in host memory
     memory_mode: str = "auto"                 # per circuit, or one of modes.MODES for all
     verify: bool = True
     lookahead: int = 1
@@ -113,6 +114,9 @@ class DaemonConfig:
                             "within this many device bytes",
         "out_of_core_bytes": "the 16 GB mode: keys and matrices in host memory, A·w, B·w, C·w "
                              "and h out of core within this many device bytes",
+        "host_witness": "the 16 GB mode: each witness waits in host memory and h is computed "
+                        "on the device (needs out_of_core_bytes, or memory_mode out-of-core "
+                        "or auto)",
         "memory_mode": "auto: each circuit in the fastest mode that fits the device and "
                        "budget_bytes (resident, streaming, the 16 GB mode; a budget above "
                        "names the mode instead), or resident, streaming, out-of-core for all",
@@ -254,7 +258,7 @@ class Service:
             prover = E.Groth16Prover.from_settings(
                 config.keys_dir, config.pce_dir, config.setup_on_first_use, config.setup_seed,
                 config.memory_mode, config.msm_budget_bytes, config.out_of_core_bytes,
-                config.budget_bytes)
+                config.budget_bytes, config.host_witness)
         if devices is None:
             devices = jax.local_devices()[:config.devices] if config.devices else None
         self.engine = E.Engine(self.registry, config.engine_config(), prover, devices,

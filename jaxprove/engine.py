@@ -504,8 +504,9 @@ class Groth16Prover:
     within the same budget.  ``load`` refuses (MemoryError) a circuit whose
     mode's floor (``modes.device_bytes_floor``) exceeds the device's pool,
     before anything is placed, naming the mode that would fit.
-    ``host_witness`` (with ``out_of_core_budget``): each batch's witness
-    waits for its proof in host memory (``witness_home``) and the proof
+    ``host_witness`` (with ``out_of_core_budget``, or a ``memory_mode``
+    of out-of-core or auto: the circuits in the 16 GB mode): each batch's
+    witness waits for its proof in host memory (``witness_home``) and the proof
     holds no witness on the device before its MSMs (``groth16.prove``'s
     host witness); ``out_of_core_budget`` then counts all of the proof's
     device bytes before them (three vectors of the domain size and a line
@@ -530,9 +531,12 @@ class Groth16Prover:
                  out_of_core_budget: int | None = None, memory_mode: str | None = None,
                  resident_budget: int | None = None, host_witness: bool = False):
         from jaxprove import modes
-        if host_witness and (out_of_core_budget is None or not keys_in_host_memory):
+        if host_witness and (memory_mode in ("resident", "streaming") or (
+                memory_mode is None and (out_of_core_budget is None
+                                         or not keys_in_host_memory))):
             raise ValueError("host_witness is a form of the 16 GB mode: it needs "
-                             "out_of_core_budget and keys_in_host_memory")
+                             "out_of_core_budget and keys_in_host_memory, or memory_mode "
+                             "out-of-core or auto")
         if out_of_core_budget is not None and out_of_core_budget <= 0:
             raise ValueError(f"out_of_core_budget must be a positive number of bytes, "
                              f"got {out_of_core_budget}")
@@ -567,20 +571,24 @@ class Groth16Prover:
     def from_settings(cls, keys_dir=None, pce_dir=None, setup_on_first_use=False,
                       setup_seed=None, memory_mode: str = "auto",
                       msm_budget_bytes: int | None = None, out_of_core_bytes: int | None = None,
-                      budget_bytes: int | None = None) -> "Groth16Prover":
+                      budget_bytes: int | None = None,
+                      host_witness: bool = False) -> "Groth16Prover":
         """The prover of the daemon's and ``scripts/prove_batch.py``'s
         settings.  ``memory_mode`` "auto" (their default): a budget given
         names the mode of every circuit (``out_of_core_bytes``: the 16 GB
         mode; ``msm_budget_bytes``: streaming), else each circuit gets the
         fastest mode that fits the device and ``budget_bytes`` (the
         residency budget).  A mode named (``modes.MODES``) is every
-        circuit's, with the budgets given or suggested."""
+        circuit's, with the budgets given or suggested.  ``host_witness``:
+        the 16 GB mode's witnesses wait in host memory (refused where no
+        circuit can be in that mode)."""
         common = (keys_dir, pce_dir, setup_on_first_use, setup_seed)
         if memory_mode == "auto" and (msm_budget_bytes is not None
                                       or out_of_core_bytes is not None):
-            return cls(*common, keys_in_host_memory=True, out_of_core_budget=out_of_core_bytes)
+            return cls(*common, keys_in_host_memory=True, out_of_core_budget=out_of_core_bytes,
+                       host_witness=host_witness)
         return cls(*common, out_of_core_budget=out_of_core_bytes, memory_mode=memory_mode,
-                   resident_budget=budget_bytes)
+                   resident_budget=budget_bytes, host_witness=host_witness)
 
     def _record(self, spec):
         with self._lock:
@@ -775,15 +783,23 @@ class Groth16Prover:
         return [None if r < 0 else f"the witness does not satisfy the circuit (first failing "
                 f"row {r})" for r in np.asarray(first).reshape(-1)]
 
-    def witness_home(self, w):
-        """Where a batch's witness waits for its proof: with ``host_witness``
-        in host memory (fetched as the witness program's output arrives, on
-        the batch's host thread; its device copy is dropped, so the next
-        batch's witness holds no device memory while this one's proof runs,
-        and ``groth16.prove`` takes the host witness: hypothesis 83), else
-        where it is."""
+    def witness_home(self, w, topology: str | None = None):
+        """Where a batch's witness waits for its proof: with ``host_witness``,
+        for a circuit proved in the 16 GB mode (every circuit with
+        ``out_of_core_budget`` and no ``memory_mode``, else the circuits
+        whose mode was decided out-of-core at their first load), in host
+        memory (fetched as the witness program's output arrives, on the
+        batch's host thread; its device copy is dropped, so the next batch's
+        witness holds no device memory while this one's proof runs, and
+        ``groth16.prove`` takes the host witness: hypothesis 83), else where
+        it is."""
         if not self.host_witness or w is None:
             return w
+        if self.memory_mode is not None:
+            with self._lock:
+                p = self._plans.get(topology)
+            if p is None or p.mode != "out-of-core":
+                return w
         from ops import transfer
         return transfer.fetch(w)
 
@@ -1259,7 +1275,8 @@ class Engine:
         size = padded_size(len(items), self.config.max_batch_size)
         t = time.perf_counter()
         try:
-            w = self._witness_home(spec.witness(parts + [parts[0]] * (size - len(parts))))
+            w = self._witness_home(spec.witness(parts + [parts[0]] * (size - len(parts))),
+                                   spec.topology)
             return _Batch(items, spec, w, [None] * len(items), time.perf_counter() - t)
         except Exception as e:  # noqa: BLE001 - isolate the bad items below
             if len(items) == 1:
@@ -1276,15 +1293,15 @@ class Engine:
         good = [x for x in ws if x is not None]
         if not good:
             return _Batch(items, spec, None, errors, time.perf_counter() - t)
-        w = self._witness_home(_assemble(ws, good[0], size))
+        w = self._witness_home(_assemble(ws, good[0], size), spec.topology)
         return _Batch(items, spec, w, errors, time.perf_counter() - t)
 
-    def _witness_home(self, w):
+    def _witness_home(self, w, topology: str):
         """w ready, where the prover wants it to wait (its ``witness_home``, if any)."""
         import jax
         w = jax.block_until_ready(w)
         home = getattr(self.prover, "witness_home", None)
-        return w if home is None else home(w)
+        return w if home is None else home(w, topology)
 
     def _outranked(self, i, rank) -> bool:
         """Whether a pending item, or the batch worker i's host thread is

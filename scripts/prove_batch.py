@@ -60,6 +60,10 @@ def define_flags():
     flags.DEFINE_integer("out_of_core_bytes", None,
                          "the 16 GB mode: a, b, c and h computed out of core within this many "
                          "device bytes per program; proving keys and matrices in host memory")
+    flags.DEFINE_bool("host_witness", False,
+                      "the 16 GB mode: each witness waits in host memory and h is computed on "
+                      "the device (needs --out_of_core_bytes, or --memory_mode out-of-core "
+                      "or auto)")
     from jaxprove.modes import MEMORY_MODES
     flags.DEFINE_enum("memory_mode", "auto", list(MEMORY_MODES),
                       "auto: each circuit in the fastest mode that fits the device and "
@@ -155,7 +159,8 @@ def main(argv):
         named = [(f"synthetic-{i:04d}", spec.synthetic(rng)) for i in range(FLAGS.synthetic)]
     prover = E.Groth16Prover.from_settings(
         FLAGS.keys_dir, FLAGS.pce_dir, FLAGS.setup_on_first_use, FLAGS.setup_seed,
-        FLAGS.memory_mode, FLAGS.msm_budget_bytes, FLAGS.out_of_core_bytes, FLAGS.budget_bytes)
+        FLAGS.memory_mode, FLAGS.msm_budget_bytes, FLAGS.out_of_core_bytes, FLAGS.budget_bytes,
+        FLAGS.host_witness)
     config = E.EngineConfig(max_batch_size=FLAGS.max_batch_size,
                             max_batch_wait_s=FLAGS.max_batch_wait_ms / 1000.0,
                             budget_bytes=FLAGS.budget_bytes,

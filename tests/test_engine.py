@@ -427,13 +427,21 @@ def test_groth16_prover_keys_and_satisfaction_check(tmp_path):
     assert ooc.check(host, w[:, 1:]) == [None]
     with pytest.raises(ValueError, match="needs keys_in_host_memory"):
         E.Groth16Prover(out_of_core_budget=8000)
-    for bad in ({}, {"keys_in_host_memory": True}, {"out_of_core_budget": 8000}):
+    for bad in ({}, {"keys_in_host_memory": True}, {"out_of_core_budget": 8000},
+                {"memory_mode": "resident"}, {"memory_mode": "streaming"}):
         with pytest.raises(ValueError, match="host_witness is a form of the 16 GB mode"):
             E.Groth16Prover(host_witness=True, **bad)
     home = E.Groth16Prover(keys_in_host_memory=True, out_of_core_budget=8000,
-                           host_witness=True).witness_home(w)
+                           host_witness=True).witness_home(w, "any")
     assert isinstance(home, np.ndarray) and np.array_equal(home, np.asarray(w))
-    assert ooc.witness_home(w) is w
+    assert ooc.witness_home(w, "any") is w
+    # with a memory mode per circuit: in host memory once the circuit's mode is out of core
+    from jaxprove import modes
+    auto = E.Groth16Prover(memory_mode="auto", host_witness=True)
+    auto._plans.update(big=modes.ModePlan("out-of-core", None, 8000),
+                       small=modes.ModePlan("resident", None, None))
+    assert auto.witness_home(w, "small") is w and auto.witness_home(w, "new") is w
+    assert isinstance(auto.witness_home(w, "big"), np.ndarray)
     with pytest.raises(ValueError, match="positive number of bytes"):
         E.Groth16Prover(keys_in_host_memory=True, out_of_core_budget=0)
 
@@ -638,6 +646,11 @@ def test_groth16_prover_memory_mode_auto(monkeypatch):
     assert settings(out_of_core_bytes=7, msm_budget_bytes=5) == (None, True, 7, None)
     assert settings(memory_mode="out-of-core", out_of_core_bytes=7) == \
         ("out-of-core", False, 7, None)
+    for kw in ({}, {"out_of_core_bytes": 7}, {"memory_mode": "out-of-core"}):
+        assert E.Groth16Prover.from_settings("stored", host_witness=True, **kw).host_witness
+    with pytest.raises(ValueError, match="host_witness is a form of the 16 GB mode"):
+        settings(msm_budget_bytes=5, host_witness=True)
+    assert D.load_config(host_witness=True).host_witness
     with pytest.raises(ValueError, match="memory_mode 'streaming' decides where the keys live"):
         settings(memory_mode="streaming", out_of_core_bytes=7)
     with pytest.raises(ValueError, match="memory_mode must be one of"):

@@ -317,7 +317,7 @@ RESIDENT_MSM_FLOOR = 4 << 30
 def plan(rows: int, num_vars: int, num_aux: int, dense_vars: int, matrices_bytes: int,
          msm_budget: int | None = None, keys_in_host: bool = False,
          spmv_bytes: int | None = None, out_of_core: int | None = None,
-         b_vars: int | None = None) -> Plan:
+         b_vars: int | None = None, host_witness: bool = False) -> Plan:
     """Estimated bytes for a circuit of ``rows`` R1CS rows, ``num_vars``
     variables (``num_aux`` aux, ``dense_vars`` not proven boolean, ``b_vars``
     occurring in B, default all) and PCE matrices of ``matrices_bytes``,
@@ -351,7 +351,8 @@ def plan(rows: int, num_vars: int, num_aux: int, dense_vars: int, matrices_bytes
     device a chunk at a time, ``ops.msm``); host while proving =
     the key + the matrices twice (``to_host``'s and the prepared
     ``pce.host_plan``'s pinned row blocks) + a, b, c and h (4 vectors of m:
-    the h steps overwrite a and b)."""
+    the h steps overwrite a and b); ``host_witness``: no w on the device
+    before the MSMs (``modes.peak_bytes``)."""
     log_m = G.domain_log(rows)
     m = 1 << log_m
     split = msm_budget is not None or keys_in_host
@@ -372,7 +373,8 @@ def plan(rows: int, num_vars: int, num_aux: int, dense_vars: int, matrices_bytes
             raise ValueError("plan: out_of_core needs keys_in_host")
         return Plan(rows, log_m, record, key, setup,
                     MD.peak_bytes(num_vars, num_aux, rows, matrices_bytes, "out-of-core",
-                                  msm_budget=msm_budget, out_of_core=out_of_core), host_setup,
+                                  msm_budget=msm_budget, out_of_core=out_of_core,
+                                  host_witness=host_witness), host_setup,
                     key + 2 * matrices_bytes + G.out_of_core_host_bytes(rows))
     held = 0 if keys_in_host else key
     if msm_budget is not None:          # the per-MSM path: w ‖ r + the budget
@@ -391,14 +393,14 @@ def plan(rows: int, num_vars: int, num_aux: int, dense_vars: int, matrices_bytes
 
 def plan_from_counts(kind: str, size: str, challenges: int | None = None,
                      msm_budget: int | None = None, keys_in_host: bool = False,
-                     out_of_core: int | None = None) -> Plan:
+                     out_of_core: int | None = None, host_witness: bool = False) -> Plan:
     """``plan`` before recording: rows from ``counts``, every variable taken
     as aux and dense (aux ≈ constraints in these circuits; the prove peak is
     an upper bound until the recorded circuit says which variables are bits)."""
     constraints, inputs = counts(kind, size, challenges)
     rows = constraints + inputs + 1
     return plan(rows, rows, constraints, rows, MATRIX_BYTES_PER_ROW * rows, msm_budget,
-                keys_in_host, out_of_core=out_of_core)
+                keys_in_host, out_of_core=out_of_core, host_witness=host_witness)
 
 
 def limits() -> dict:
@@ -571,7 +573,8 @@ def run_case(kind: str, size: str, reps: int = 5, env: dict | None = None,
            "topology": spec.topology, "challenges": challenges, "seed": seed,
            "msm_budget_bytes": msm_budget, "keys_in_host_memory": keys_in_host,
            "out_of_core_bytes": out_of_core, "command": argv_command(), **env}
-    est = plan_from_counts(kind, size, challenges, msm_budget, keys_in_host, out_of_core)
+    est = plan_from_counts(kind, size, challenges, msm_budget, keys_in_host, out_of_core,
+                           host_witness and keys_in_host)
     lim = limits()
     rec.update(est.as_record(), limit_device_bytes=lim["device"], limit_host_bytes=lim["host"])
     _say(f"{kind} {size} ({spec.topology}): about {est.rows:,} rows, domain 2^{est.domain_log}, "
@@ -601,7 +604,8 @@ def run_case(kind: str, size: str, reps: int = 5, env: dict | None = None,
     def planned(budget, host, spmv_bytes):
         """``plan`` of the recorded circuit with this MSM budget and key placement."""
         return plan(m.rows, m.num_vars, m.num_aux, m.num_vars - bits, m.nbytes, budget, host,
-                    spmv_bytes, out_of_core if host else None, b_vars)
+                    spmv_bytes, out_of_core if host else None, b_vars,
+                    host_witness=host_witness and host)
 
     spmv_bytes = pce.evaluate_bytes(m)
     exact = planned(msm_budget, keys_in_host, spmv_bytes)

@@ -131,7 +131,8 @@ def device_bytes_floor(num_vars: int, num_aux: int, rows: int, matrices_bytes: i
 
 def peak_bytes(num_vars: int, num_aux: int, rows: int, matrices_bytes: int, mode: str,
                spmv_bytes: int | None = None, msm_budget: int | None = None,
-               out_of_core: int | None = None, b_vars: int | None = None) -> int:
+               out_of_core: int | None = None, b_vars: int | None = None,
+               host_witness: bool = False) -> int:
     """Estimated device peak of one proof in ``mode``: what stays
     (``resident_bytes``) + the witness (32·n) + the largest stage of
 
@@ -143,13 +144,19 @@ def peak_bytes(num_vars: int, num_aux: int, rows: int, matrices_bytes: int, mode
 
     out of core: the witness + the larger of ``out_of_core`` (row blocks and
     NTT sweeps) and the MSMs' gathered scalars + ``msm_budget`` (default: the same
-    budget), as ``groth16.prove`` runs it."""
+    budget), as ``groth16.prove`` runs it; with ``host_witness`` (no witness
+    on the device before the MSMs) the largest of ``out_of_core`` (all of
+    the SpMV's and h's bytes), h (32·m, left on the device) + ``msm_budget``
+    (H's MSM) and w + the gathered scalars + ``msm_budget`` (the others)."""
     _check_mode(mode, "peak_bytes")
     w = FR * num_vars
     if mode == "out-of-core":
         if out_of_core is None:
             raise ValueError("peak_bytes: the out-of-core mode needs its budget, out_of_core")
-        return w + max(out_of_core, w + (out_of_core if msm_budget is None else msm_budget))
+        msm = out_of_core if msm_budget is None else msm_budget
+        if host_witness:
+            return max(out_of_core, FR * (1 << domain_log(rows)) + msm, 2 * w + msm)
+        return w + max(out_of_core, w + msm)
     m = 1 << domain_log(rows)
     spmv = FR * (num_vars + 4 * rows) if spmv_bytes is None else spmv_bytes
     msm = FR * m + w + (MIN_BUDGET if msm_budget is None else msm_budget)

@@ -30,6 +30,13 @@ def test_peak_bytes_by_hand():
     assert MD.peak_bytes(*C, "out-of-core", msm_budget=5 * GiB, out_of_core=9 * GiB) == \
         32 * N + max(9 * GiB, 32 * N + 5 * GiB)
     assert MD.peak_bytes(*C, "out-of-core", out_of_core=9 * GiB) == 64 * N + 9 * GiB
+    # a host witness: the budget holds all of h's bytes; then h + H's MSM, w + w ‖ r + the rest
+    hw = dict(out_of_core=13 * GiB, host_witness=True)
+    # (fc32.sh's HOST_W=1: 13 GiB, MSMs within 5 GiB; w + w ‖ r + 5 GiB = 12.76 GiB)
+    assert MD.peak_bytes(*C, "out-of-core", msm_budget=5 * GiB, **hw) == 13 * GiB
+    assert MD.peak_bytes(*C, "out-of-core", msm_budget=6 * GiB, **hw) == 64 * N + 6 * GiB
+    assert MD.peak_bytes(*C[:2], 1 << 30, MAT, "out-of-core", msm_budget=6 * GiB, **hw) == \
+        32 * (1 << 30) + 6 * GiB             # h of a 2^30 domain beside H's MSM
     assert [MD.resident_bytes(*C, x) for x in MD.MODES] == \
         [key + MAT + 32 * M, MAT + 32 * M, 0]
     with pytest.raises(ValueError, match="needs its budget"):

@@ -50,9 +50,9 @@ any setup.
   (``Groth16Prover(out_of_core_budget=)``): the PCE matrices stay in host
   memory too and a, b, c and h are computed out of core within O GiB
   (nothing resident on the device; the MSM budget defaults to G − 32·(n +
-  max(n, m)) bytes, w and its copy beside the MSMs); ``--host-witness`` with
-  it: each witness waits in host memory and h is computed on the device
-  (``Groth16Prover(host_witness=True)``, bench/NOTES.md hypothesis 83).
+  max(n, m)) bytes, w and its copy beside the MSMs); each witness waits in
+  host memory and h is computed on the device (``Groth16Prover``'s default,
+  bench/NOTES.md hypothesis 83) unless ``--no-host-witness``.
   ``--devices D``: the first D local devices, one engine worker each (the
   partitions of a job spread over them); a 1-device and a 2-device record
   give the scaling ratio (``throughput_proofs_per_s`` of each).
@@ -522,11 +522,12 @@ class _Finished:
 def _engine(registry, devices, budget: int | None, msm_budget: int | None, verify: bool,
             keys_dir: str | None, setup_seed: int | None, finished: _Finished,
             prover=None, out_of_core: int | None = None, pce_dir: str | None = None,
-            host_witness: bool = False) -> E.Engine:
+            host_witness: bool | None = None) -> E.Engine:
     """An engine making real Groth16 proofs (unless another ``prover`` is
     given), setup on first use (CSPRNG unless ``setup_seed``: tests only),
     streaming mode when ``budget``, out of core within ``out_of_core``
-    bytes (the 16 GB mode; ``host_witness``: its witnesses in host memory),
+    bytes (the 16 GB mode; ``host_witness``: ``Groth16Prover``'s, its
+    witnesses in host memory unless False),
     PCE matrices from ``pce_dir`` where stored."""
     if prover is None:
         prover = E.Groth16Prover(keys_dir, pce_dir, setup_on_first_use=True, setup_seed=setup_seed,
@@ -571,12 +572,13 @@ def _preload(eng, kinds, say) -> dict:
 
 
 def _base_record(case, rows, partitions, devices, budget, msm_budget, verify, env, command,
-                 out_of_core=None, host_witness=False):
+                 out_of_core=None, host_witness=None):
     return {"case": f"engine.{case}", "rows": rows, "partitions": partitions,
             "devices": len(devices), "device_names": [str(d) for d in devices],
             "budget_bytes": budget, "budget_gib": None if budget is None else budget / GIB,
             "msm_budget_bytes": msm_budget, "keys_in_host_memory": budget is not None,
-            "out_of_core_bytes": out_of_core, "host_witness": host_witness,
+            "out_of_core_bytes": out_of_core,
+            "host_witness": out_of_core is not None and host_witness is not False,
             "verify": verify, "goals": GOALS, "anchors": ANCHORS,
             "command": command or argv_command(), **env}
 
@@ -704,7 +706,7 @@ def run_porep_shaped(rows: int = DEFAULT_ROWS, partitions: int = DEFAULT_PARTITI
                      keys_dir: str | None = None, setup_seed: int | None = None, seed: int = 0,
                      force: bool = False, env: dict | None = None, out: str | None = None,
                      command: str | None = None, say: Callable = _say, prover=None,
-                     out_of_core_gib: float | None = None, host_witness: bool = False) -> Run:
+                     out_of_core_gib: float | None = None, host_witness: bool | None = None) -> Run:
     """Latency of one job of ``partitions`` partitions and the throughput of
     ``proofs`` jobs at once (module docstring); emits the records and returns
     the final one with the jobs.  ``seed``: the jobs' input seeds (inputs
@@ -752,7 +754,7 @@ def run_kind(kind: str, size: str, proofs: int = 5, budget_gib: float | None = N
              force: bool = False, env: dict | None = None, out: str | None = None,
              command: str | None = None, say: Callable = _say, prover=None,
              out_of_core_gib: float | None = None, circuit_dir: str | None = None,
-             host_witness: bool = False) -> Run:
+             host_witness: bool | None = None) -> Run:
     """``porep_shaped``'s latency and throughput for a registered Filecoin
     kind at a sector size (``jaxprove.filecoin_kinds``: the real circuit;
     PoRep 32GiB is 10 partitions of 130,278,541 rows).  Every job proves the
@@ -835,7 +837,7 @@ def run_mixed(rows: int = DEFAULT_ROWS, partitions: int = DEFAULT_PARTITIONS,
               keys_dir: str | None = None, setup_seed: int | None = None, seed: int = 0,
               force: bool = False, env: dict | None = None, out: str | None = None,
               command: str | None = None, say: Callable = _say, prover=None,
-              out_of_core_gib: float | None = None, host_witness: bool = False) -> Run:
+              out_of_core_gib: float | None = None, host_witness: bool | None = None) -> Run:
     """PoRep-shaped jobs kept in flight while WinningPoSt (and WindowPoSt)
     jobs arrive (module docstring); emits the records and returns the final
     one with the jobs.  ``window_every`` None or 0: no WindowPoSt jobs (the
@@ -988,9 +990,10 @@ def main(argv=None):
     ap.add_argument("--out-of-core-gb", type=float, default=None,
                     help="with --budget-gb: the 16 GB mode, PCE matrices in host memory and "
                          "a, b, c, h computed out of core within this many GiB")
-    ap.add_argument("--host-witness", action="store_true",
-                    help="with --out-of-core-gb: the witnesses wait in host memory, h on the "
-                         "device (hypothesis 83)")
+    ap.add_argument("--no-host-witness", dest="host_witness", action="store_const",
+                    const=False, default=None,
+                    help="with --out-of-core-gb: every witness on the device (by default they "
+                         "wait in host memory and h is computed on the device, hypothesis 83)")
     ap.add_argument("--devices", type=int, default=1, help="local devices (one worker each)")
     ap.add_argument("--winning", type=int, default=10, help="mixed: WinningPoSt jobs")
     ap.add_argument("--winning-every", type=float, default=5.0, help="mixed: seconds apart")

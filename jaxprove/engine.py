@@ -504,9 +504,11 @@ class Groth16Prover:
     within the same budget.  ``load`` refuses (MemoryError) a circuit whose
     mode's floor (``modes.device_bytes_floor``) exceeds the device's pool,
     before anything is placed, naming the mode that would fit.
-    ``host_witness`` (with ``out_of_core_budget``, or a ``memory_mode``
-    of out-of-core or auto: the circuits in the 16 GB mode): each batch's
-    witness waits for its proof in host memory (``witness_home``) and the proof
+    ``host_witness`` (None, the default: on for the circuits proved in the
+    16 GB mode, off for the others; True: the same, refused where no circuit
+    can be in that mode; False: off): each batch's witness of a circuit in
+    the 16 GB mode waits for its proof in host memory (``witness_home``) and
+    the proof
     holds no witness on the device before its MSMs (``groth16.prove``'s
     host witness); ``out_of_core_budget`` then counts all of the proof's
     device bytes before them (three vectors of the domain size and a line
@@ -529,9 +531,9 @@ class Groth16Prover:
                  setup_on_first_use: bool = False, setup_seed: int | None = None,
                  keys_in_host_memory: bool = False, verify_on_host: bool = True,
                  out_of_core_budget: int | None = None, memory_mode: str | None = None,
-                 resident_budget: int | None = None, host_witness: bool = False):
+                 resident_budget: int | None = None, host_witness: bool | None = None):
         from jaxprove import modes
-        if host_witness and (memory_mode in ("resident", "streaming") or (
+        if host_witness is True and (memory_mode in ("resident", "streaming") or (
                 memory_mode is None and (out_of_core_budget is None
                                          or not keys_in_host_memory))):
             raise ValueError("host_witness is a form of the 16 GB mode: it needs "
@@ -572,7 +574,7 @@ class Groth16Prover:
                       setup_seed=None, memory_mode: str = "auto",
                       msm_budget_bytes: int | None = None, out_of_core_bytes: int | None = None,
                       budget_bytes: int | None = None,
-                      host_witness: bool = False) -> "Groth16Prover":
+                      host_witness: bool = True) -> "Groth16Prover":
         """The prover of the daemon's and ``scripts/prove_batch.py``'s
         settings.  ``memory_mode`` "auto" (their default): a budget given
         names the mode of every circuit (``out_of_core_bytes``: the 16 GB
@@ -580,9 +582,10 @@ class Groth16Prover:
         fastest mode that fits the device and ``budget_bytes`` (the
         residency budget).  A mode named (``modes.MODES``) is every
         circuit's, with the budgets given or suggested.  ``host_witness``:
-        the 16 GB mode's witnesses wait in host memory (refused where no
-        circuit can be in that mode)."""
+        the 16 GB mode's witnesses wait in host memory (hypothesis 83), the
+        other modes' on the device; False: every witness on the device."""
         common = (keys_dir, pce_dir, setup_on_first_use, setup_seed)
+        host_witness = None if host_witness else False
         if memory_mode == "auto" and (msm_budget_bytes is not None
                                       or out_of_core_bytes is not None):
             return cls(*common, keys_in_host_memory=True, out_of_core_budget=out_of_core_bytes,
@@ -628,6 +631,7 @@ class Groth16Prover:
         # passes do not fit (B1 and B2 keep only the variables that occur in B), else whole
         b_vars = int(np.count_nonzero(np.asarray(m.b_input_density))
                      + np.count_nonzero(np.asarray(m.b_aux_density))) if split else None
+        hw = self.host_witness is not False     # the 16 GB mode's budgets count no device w
         if self.memory_mode is None:
             ooc = self.out_of_core_budget is not None
             mode = "out-of-core" if ooc else \
@@ -640,10 +644,10 @@ class Groth16Prover:
                     spmv = pce.evaluate_bytes(m)
                     if self.memory_mode == "auto":
                         p = modes.choose(*args, capacity, spmv, self.resident_budget,
-                                         name=spec.topology, b_vars=b_vars)
+                                         name=spec.topology, b_vars=b_vars, host_witness=hw)
                     else:
                         p = modes.plan(*args, self.memory_mode, capacity, spmv,
-                                       self.out_of_core_budget, b_vars)
+                                       self.out_of_core_budget, b_vars, host_witness=hw)
                     gib = lambda x: "none" if x is None else memory.gib(x)   # noqa: E731
                     log.info("%s: %s mode (MSM budget %s, out-of-core budget %s; estimated "
                              "peak %s, device pool %s)", spec.topology, p.mode,
@@ -652,7 +656,7 @@ class Groth16Prover:
                     self._plans[spec.topology] = p
                 p = self._plans[spec.topology]
         modes.check_fits_device(spec.topology, m.num_vars, m.num_aux, m.rows, m.nbytes, p.mode,
-                                capacity, b_vars)
+                                capacity, b_vars, host_witness=hw)
         return p
 
     def _keys(self, spec, device, m, positions, host: bool):
@@ -760,7 +764,7 @@ class Groth16Prover:
         # its row blocks are cut once, into pinned host memory, not per proof, where the host
         # has room for them beside the proof's a, b, c and h
         plan = G.out_of_core_plan(m, mp.out_of_core_bytes, device,
-                                  host_witness=self.host_witness) if ooc else None
+                                  host_witness=self.host_witness is not False) if ooc else None
         return Resident(pk, vk, m, nbytes, dom, pos, plan, {}, mp.mode, mp.out_of_core_bytes,
                         mp.msm_budget_bytes)
 
@@ -784,8 +788,8 @@ class Groth16Prover:
                 f"row {r})" for r in np.asarray(first).reshape(-1)]
 
     def witness_home(self, w, topology: str | None = None):
-        """Where a batch's witness waits for its proof: with ``host_witness``,
-        for a circuit proved in the 16 GB mode (every circuit with
+        """Where a batch's witness waits for its proof: unless ``host_witness``
+        is False, for a circuit proved in the 16 GB mode (every circuit with
         ``out_of_core_budget`` and no ``memory_mode``, else the circuits
         whose mode was decided out-of-core at their first load), in host
         memory (fetched as the witness program's output arrives, on the
@@ -793,7 +797,9 @@ class Groth16Prover:
         witness holds no device memory while this one's proof runs, and
         ``groth16.prove`` takes the host witness: hypothesis 83), else where
         it is."""
-        if not self.host_witness or w is None:
+        if self.host_witness is False or w is None:
+            return w
+        if self.memory_mode is None and self.out_of_core_budget is None:
             return w
         if self.memory_mode is not None:
             with self._lock:

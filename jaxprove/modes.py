@@ -165,45 +165,50 @@ def peak_bytes(num_vars: int, num_aux: int, rows: int, matrices_bytes: int, mode
 
 
 def suggested_budgets(num_vars: int, rows: int, matrices_bytes: int, mode: str,
-                      capacity: int) -> dict:
+                      capacity: int, host_witness: bool = False) -> dict:
     """Starting budgets for ``mode`` on a device of ``capacity`` bytes, by
     the byte counts of ``device_bytes_floor`` less ``MARGIN``: "streaming":
     msm_budget_bytes = capacity − (matrices, the domain's twiddles, h, w and
     the gathered dense scalars: what lives beside an MSM); "out-of-core":
     out_of_core_bytes = capacity − w (the SpMV row blocks and NTT sweeps run
-    beside w) and msm_budget_bytes = capacity − w − the gathered scalars.
-    Each at least ``MIN_BUDGET``.
-    (For a 14 GiB pool at 2^27 this gives 9.1 and 5.2 GiB, the 16 GB-mode
-    settings of bench/device/fc32.sh.)"""
+    beside w; with ``host_witness``, the whole capacity: no w on the device
+    before the MSMs) and msm_budget_bytes = capacity − w − the gathered
+    scalars.  Each at least ``MIN_BUDGET``.
+    (For a 14 GiB pool at 2^27 this gives 9.1 (13.0 with ``host_witness``)
+    and 5.2 GiB, the 16 GB-mode settings of bench/device/fc32.sh.)"""
     m = 1 << domain_log(rows)
     floor = lambda x: max(x - MARGIN, MIN_BUDGET)                    # noqa: E731
     if mode == "streaming":
         return {"msm_budget_bytes": floor(capacity - matrices_bytes - 2 * FR * m
                                           - 2 * FR * num_vars)}
     if mode == "out-of-core":
-        return {"out_of_core_bytes": floor(capacity - FR * num_vars),
+        return {"out_of_core_bytes": floor(capacity - (0 if host_witness else FR * num_vars)),
                 "msm_budget_bytes": floor(capacity - 2 * FR * num_vars)}
     raise ValueError(f"suggested_budgets: no budgets for mode {mode!r}")
 
 
 def plan(num_vars: int, num_aux: int, rows: int, matrices_bytes: int, mode: str,
          capacity: int | None, spmv_bytes: int | None = None,
-         out_of_core: int | None = None, b_vars: int | None = None) -> ModePlan:
+         out_of_core: int | None = None, b_vars: int | None = None,
+         host_witness: bool = False) -> ModePlan:
     """``mode`` with its budgets on a device of ``capacity`` bytes: those of
     ``suggested_budgets`` (``out_of_core``, where given, is the out-of-core
     budget, and the MSMs' then default to it), none where the capacity is
-    unknown (None); with the estimated peak."""
+    unknown (None); with the estimated peak (``host_witness``: the 16 GB
+    mode's witness in host memory, ``peak_bytes``)."""
     _check_mode(mode, "plan")
     budgets = {}
     if mode == "out-of-core" and out_of_core is not None:
         budgets = {"out_of_core_bytes": out_of_core}
     elif mode != "resident" and capacity is not None:
-        budgets = suggested_budgets(num_vars, rows, matrices_bytes, mode, capacity)
+        budgets = suggested_budgets(num_vars, rows, matrices_bytes, mode, capacity,
+                                    host_witness)
     if mode == "out-of-core" and "out_of_core_bytes" not in budgets:
         raise ValueError("the out-of-core (16 GB) mode needs a budget, out_of_core_bytes, "
                          "where the device's memory is not known")
     peak = peak_bytes(num_vars, num_aux, rows, matrices_bytes, mode, spmv_bytes,
-                      budgets.get("msm_budget_bytes"), budgets.get("out_of_core_bytes"), b_vars)
+                      budgets.get("msm_budget_bytes"), budgets.get("out_of_core_bytes"), b_vars,
+                      host_witness)
     return ModePlan(mode, budgets.get("msm_budget_bytes"), budgets.get("out_of_core_bytes"),
                     peak)
 
@@ -211,7 +216,7 @@ def plan(num_vars: int, num_aux: int, rows: int, matrices_bytes: int, mode: str,
 def choose(num_vars: int, num_aux: int, rows: int, matrices_bytes: int,
            capacity: int | None, spmv_bytes: int | None = None,
            resident_budget: int | None = None, name: str = "the circuit",
-           b_vars: int | None = None) -> ModePlan:
+           b_vars: int | None = None, host_witness: bool = False) -> ModePlan:
     """The fastest mode (``MODES`` in order) whose estimated peak
     (``peak_bytes`` with the ``suggested_budgets``) plus ``MARGIN`` fits
     ``capacity`` and whose lasting device bytes (``resident_bytes``) fit
@@ -224,7 +229,7 @@ def choose(num_vars: int, num_aux: int, rows: int, matrices_bytes: int,
     tried = []
     for mode in MODES:
         p = plan(num_vars, num_aux, rows, matrices_bytes, mode, capacity, spmv_bytes,
-                 b_vars=b_vars)
+                 b_vars=b_vars, host_witness=host_witness)
         held = resident_bytes(num_vars, num_aux, rows, matrices_bytes, mode, b_vars)
         if p.peak_bytes + MARGIN <= capacity and (resident_budget is None
                                                   or held <= resident_budget):
@@ -238,7 +243,8 @@ def choose(num_vars: int, num_aux: int, rows: int, matrices_bytes: int,
 
 
 def check_fits_device(name: str, num_vars: int, num_aux: int, rows: int, matrices_bytes: int,
-                      mode: str, capacity: int | None, b_vars: int | None = None) -> None:
+                      mode: str, capacity: int | None, b_vars: int | None = None,
+                      host_witness: bool = False) -> None:
     """MemoryError, naming the shortfall and the settings that would fit,
     when ``device_bytes_floor`` of ``mode`` exceeds the device's
     ``capacity`` (bytes; None: not known, nothing checked)."""
@@ -251,7 +257,8 @@ def check_fits_device(name: str, num_vars: int, num_aux: int, rows: int, matrice
         return
     fits = [m for m in MODES[MODES.index(mode) + 1:] if floor(m) <= capacity]
     if fits:
-        budgets = suggested_budgets(num_vars, rows, matrices_bytes, fits[0], capacity)
+        budgets = suggested_budgets(num_vars, rows, matrices_bytes, fits[0], capacity,
+                                    host_witness)
         start = ", ".join(f"{k} = {v} ({memory.gib(v)})" for k, v in budgets.items())
         how = {"streaming": "keep the proving key in host memory (streaming mode)",
                "out-of-core": "use the 16 GB mode (the key and the matrices in host memory)"}

@@ -60,10 +60,9 @@ def define_flags():
     flags.DEFINE_integer("out_of_core_bytes", None,
                          "the 16 GB mode: a, b, c and h computed out of core within this many "
                          "device bytes per program; proving keys and matrices in host memory")
-    flags.DEFINE_bool("host_witness", False,
+    flags.DEFINE_bool("host_witness", True,
                       "the 16 GB mode: each witness waits in host memory and h is computed on "
-                      "the device (needs --out_of_core_bytes, or --memory_mode out-of-core "
-                      "or auto)")
+                      "the device (--nohost_witness keeps every witness on the device)")
     from jaxprove.modes import MEMORY_MODES
     flags.DEFINE_enum("memory_mode", "auto", list(MEMORY_MODES),
                       "auto: each circuit in the fastest mode that fits the device and "

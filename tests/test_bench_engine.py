@@ -223,17 +223,17 @@ def test_porep_shaped_case_with_stand_in_prover(tmp_path):
             assert prover.msm_budgets == {rec["msm_budget_bytes"]}
             assert B.MIN_MSM_BUDGET <= rec["msm_budget_bytes"] < rec["budget_bytes"]
         assert rec["out_of_core_bytes"] == (None if ooc is None else int(ooc * B.GIB))
-        assert rec["host_witness"] is False
+        assert rec["host_witness"] is (ooc is not None)          # the default: on out of core
     phases = [json.loads(x)["phase"] for x in out.read_text().splitlines()]
     assert phases == ["setup", "latency", "done"] * 4
     # without a stand-in, the 16 GB mode's budget reaches the real prover
     eng = B._engine(E.Registry([B.porep_shaped_spec(ROWS)]), jax.devices()[:1], 1 << 30,
                     1 << 28, True, None, None, B._Finished(), None, 1 << 29)
     assert eng.prover.out_of_core_budget == 1 << 29 and eng.prover.keys_in_host_memory
-    assert not eng.prover.host_witness
+    assert eng.prover.host_witness is None                      # the default: on
     eng = B._engine(E.Registry([B.porep_shaped_spec(ROWS)]), jax.devices()[:1], 1 << 30,
-                    1 << 28, True, None, None, B._Finished(), None, 1 << 29, host_witness=True)
-    assert eng.prover.host_witness
+                    1 << 28, True, None, None, B._Finished(), None, 1 << 29, host_witness=False)
+    assert eng.prover.host_witness is False
     with pytest.raises(ValueError, match="host_witness is a form of the 16 GB mode"):
         B._engine(E.Registry([B.porep_shaped_spec(ROWS)]), jax.devices()[:1], 1 << 30,
                   1 << 28, True, None, None, B._Finished(), None, None, host_witness=True)

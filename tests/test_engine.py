@@ -420,7 +420,7 @@ def test_groth16_prover_keys_and_satisfaction_check(tmp_path):
     assert not ok and f"first failing row {row})" in got[1]
     # out of core (the 16 GB mode): the same verdicts from host matrices in row blocks; a
     # batch of one is left to its proof, which refuses it (groth16.prove)
-    ooc = E.Groth16Prover(keys_in_host_memory=True, out_of_core_budget=8000)
+    ooc = E.Groth16Prover(keys_in_host_memory=True, out_of_core_budget=8000, host_witness=False)
     host = E.Resident(None, None, pce.to_host(pce.extract(r1cs)), 0, mode="out-of-core",
                       out_of_core_budget=8000)
     assert ooc.check(host, w) == got
@@ -431,17 +431,20 @@ def test_groth16_prover_keys_and_satisfaction_check(tmp_path):
                 {"memory_mode": "resident"}, {"memory_mode": "streaming"}):
         with pytest.raises(ValueError, match="host_witness is a form of the 16 GB mode"):
             E.Groth16Prover(host_witness=True, **bad)
-    home = E.Groth16Prover(keys_in_host_memory=True, out_of_core_budget=8000,
-                           host_witness=True).witness_home(w, "any")
-    assert isinstance(home, np.ndarray) and np.array_equal(home, np.asarray(w))
-    assert ooc.witness_home(w, "any") is w
+    for hw in (True, None):                          # None: the default
+        home = E.Groth16Prover(keys_in_host_memory=True, out_of_core_budget=8000,
+                               host_witness=hw).witness_home(w, "any")
+        assert isinstance(home, np.ndarray) and np.array_equal(home, np.asarray(w))
+    assert ooc.witness_home(w, "any") is w                # host_witness=False
+    assert E.Groth16Prover(keys_in_host_memory=True).witness_home(w, "any") is w  # streaming
     # with a memory mode per circuit: in host memory once the circuit's mode is out of core
     from jaxprove import modes
-    auto = E.Groth16Prover(memory_mode="auto", host_witness=True)
-    auto._plans.update(big=modes.ModePlan("out-of-core", None, 8000),
-                       small=modes.ModePlan("resident", None, None))
-    assert auto.witness_home(w, "small") is w and auto.witness_home(w, "new") is w
-    assert isinstance(auto.witness_home(w, "big"), np.ndarray)
+    for hw in (True, None, False):
+        auto = E.Groth16Prover(memory_mode="auto", host_witness=hw)
+        auto._plans.update(big=modes.ModePlan("out-of-core", None, 8000),
+                           small=modes.ModePlan("resident", None, None))
+        assert auto.witness_home(w, "small") is w and auto.witness_home(w, "new") is w
+        assert isinstance(auto.witness_home(w, "big"), np.ndarray) is (hw is not False)
     with pytest.raises(ValueError, match="positive number of bytes"):
         E.Groth16Prover(keys_in_host_memory=True, out_of_core_budget=0)
 
@@ -546,8 +549,9 @@ def test_groth16_prover_out_of_core_wiring(monkeypatch):
         prover.prove(res, w, [True], 1 << 20)
     assert seen["out_of_core_budget"] == 8000 and seen["msm_config"].budget_bytes == 1 << 20
     assert seen["domain"] is None
-    # the SpMV's row blocks cut once at load for one instance, handed to every proof of one
-    assert res.host_plan.batch == 1 and res.host_plan.budget == 8000
+    # the SpMV's row blocks cut once at load for one instance, handed to every proof of one,
+    # planned for the device h (the witness in host memory: the default)
+    assert res.host_plan.batch == 1 and res.host_plan.budget == G.device_h_budget(m.rows, 1, 8000)
     assert res.host_plan.blocks is not None and seen["host_plan"] is res.host_plan
 
 
@@ -598,7 +602,7 @@ def test_groth16_prover_memory_mode_auto(monkeypatch):
         monkeypatch.setattr(memory, "device_capacity", lambda dev: cap)
         prover = E.Groth16Prover(keys_dir="stored", memory_mode="auto", resident_budget=budget)
         res = prover.load(spec, jax.devices()[0])
-        want = MD.choose(*counts, cap, spmv, budget)
+        want = MD.choose(*counts, cap, spmv, budget, host_witness=True)  # the prover's default
         assert (res.mode, res.msm_budget, res.out_of_core_budget) == (mode,) + want[1:3]
         assert isinstance(res.pk.a, M.SplitBases) == (mode != "resident")
         assert isinstance(res.matrices.a.cols, np.ndarray) == (mode == "out-of-core")
@@ -646,11 +650,13 @@ def test_groth16_prover_memory_mode_auto(monkeypatch):
     assert settings(out_of_core_bytes=7, msm_budget_bytes=5) == (None, True, 7, None)
     assert settings(memory_mode="out-of-core", out_of_core_bytes=7) == \
         ("out-of-core", False, 7, None)
-    for kw in ({}, {"out_of_core_bytes": 7}, {"memory_mode": "out-of-core"}):
-        assert E.Groth16Prover.from_settings("stored", host_witness=True, **kw).host_witness
-    with pytest.raises(ValueError, match="host_witness is a form of the 16 GB mode"):
-        settings(msm_budget_bytes=5, host_witness=True)
-    assert D.load_config(host_witness=True).host_witness
+    # host_witness: on (None) wherever a circuit is in the 16 GB mode, whatever the mode
+    for kw in ({}, {"out_of_core_bytes": 7}, {"memory_mode": "out-of-core"},
+               {"memory_mode": "resident"}, {"msm_budget_bytes": 5}):
+        assert E.Groth16Prover.from_settings("stored", **kw).host_witness is None
+        assert E.Groth16Prover.from_settings("stored", host_witness=False, **kw).host_witness \
+            is False
+    assert D.load_config().host_witness and not D.load_config(host_witness=False).host_witness
     with pytest.raises(ValueError, match="memory_mode 'streaming' decides where the keys live"):
         settings(memory_mode="streaming", out_of_core_bytes=7)
     with pytest.raises(ValueError, match="memory_mode must be one of"):

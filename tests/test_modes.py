@@ -63,6 +63,15 @@ def test_choose_takes_the_fastest_mode_that_fits():
     assert p.mode == "out-of-core" and p.peak_bytes + MD.MARGIN <= 15 * GiB
     assert {"out_of_core_bytes": p.out_of_core_bytes, "msm_budget_bytes": p.msm_budget_bytes} \
         == MD.suggested_budgets(N, ROWS, MAT, "out-of-core", 15 * GiB)
+    # with the witness in host memory the budget before the MSMs is the pool less the margin
+    # (fc32.sh HOST_W=1's 13 GiB of a 14 GiB pool); the MSMs' budget is the same
+    hw = MD.suggested_budgets(N, ROWS, MAT, "out-of-core", 14 * GiB, host_witness=True)
+    assert hw == {"out_of_core_bytes": 13 * GiB,
+                  "msm_budget_bytes": MD.suggested_budgets(N, ROWS, MAT, "out-of-core",
+                                                           14 * GiB)["msm_budget_bytes"]}
+    p = MD.choose(*C, 14 * GiB, host_witness=True)
+    assert p.mode == "out-of-core" and p.out_of_core_bytes == 13 * GiB
+    assert p.peak_bytes == 13 * GiB                      # the budget: the largest stage
     # the residency budget: what stays between proofs must fit it
     assert MD.choose(*C, 200 * GiB).mode == "resident"
     assert MD.choose(*C, 200 * GiB, resident_budget=20 * GiB).mode == "streaming"

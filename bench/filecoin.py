@@ -509,7 +509,8 @@ def run_case(kind: str, size: str, reps: int = 5, env: dict | None = None,
              circuit_dir: str | None = None, then_resident: bool = False,
              streaming_reps: int | None = None, out_of_core: int | None = None,
              keys_dir: str | None = None, setup_only: bool = False,
-             device_budget: int | None = None, host_witness: bool = False) -> Result:
+             device_budget: int | None = None, host_witness: bool = False,
+             pinned_key: bool = False) -> Result:
     """Benchmark one partition of ``kind`` at ``size`` (module docstring) and
     emit its JSON records (to stdout, appended to ``out``).  Streaming mode
     (the engine's): ``msm_budget`` bytes per MSM call (bases in chunks),
@@ -545,6 +546,10 @@ def run_case(kind: str, size: str, reps: int = 5, env: dict | None = None,
     (witness, proofs: ``ballast_bytes``), the way a smaller card would: the
     16 GB mode in the process that set its keys up (the 32GiB PoRep key, 70
     GiB in host memory, does not fit the H200 machine's 64 GiB disk).
+    ``pinned_key`` (with ``keys_in_host``, not ``then_resident``): the
+    proving key's host vectors moved into pinned host memory after the
+    setup (``groth16.pin_key``, timed as ``pin_key_s``; bench/NOTES.md
+    hypothesis 84).
     ``host_witness`` (with ``out_of_core``): the witness goes to host memory
     after the witness program (``transfer.fetch``, timed as
     ``witness_fetch_s``, and its device copy dropped) and the proofs take
@@ -562,6 +567,9 @@ def run_case(kind: str, size: str, reps: int = 5, env: dict | None = None,
                          f"keys_in_host")
     if host_witness and out_of_core is None:
         raise ValueError("host_witness needs out_of_core: it is a form of the 16 GB mode")
+    if pinned_key and (not keys_in_host or then_resident):
+        raise ValueError("pinned_key needs keys_in_host, without then_resident (the pinned "
+                         "key is not placed on the device)")
     streaming_reps = reps if streaming_reps is None else streaming_reps
     if streaming_reps < 0 or (streaming_reps == 0 and not (then_resident and keys_in_host)):
         raise ValueError(f"streaming_reps must be >= 1, or 0 with then_resident and "
@@ -717,6 +725,14 @@ def run_case(kind: str, size: str, reps: int = 5, env: dict | None = None,
         emit({**rec, "case": name + ".setup"}, out)
         return Result(rec)
     del r1cs
+    rec["pinned_key"] = pinned_key
+    if pinned_key:             # hypothesis 84: the key's host vectors in pinned memory
+        t = time.perf_counter()
+        box = [pk]
+        del pk
+        pk = G.pin_key(box)
+        rec["pin_key_s"] = time.perf_counter() - t
+        _say(f"the key pinned in host memory in {rec['pin_key_s']:.1f} s")
     host_plan = None
     if out_of_core is None:
         dom = jax.block_until_ready(N.domain(rec["domain_log"]))  # resident with the keys
@@ -984,6 +1000,9 @@ def main(argv=None):
                     help="after the setup, hold a ballast so that only this many GiB of the "
                          "device pool stay free for the witness and the proofs (a smaller "
                          "card's memory, in the process that set the keys up)")
+    ap.add_argument("--pinned-key", action="store_true",
+                    help="with --keys-in-host-memory: the proving key's host vectors in pinned "
+                         "host memory (groth16.pin_key; the MSMs' puts at the link's rate)")
     ap.add_argument("--host-witness", action="store_true",
                     help="with --out-of-core-gib: the witness in host memory between its "
                          "program and the proofs (groth16.prove's host witness; the budget "
@@ -1005,6 +1024,8 @@ def main(argv=None):
         raise SystemExit("--out-of-core-gib: must be > 0, with --keys-in-host-memory")
     if a.host_witness and a.out_of_core_gib is None:
         raise SystemExit("--host-witness: needs --out-of-core-gib")
+    if a.pinned_key and (not a.keys_in_host_memory or a.then_resident):
+        raise SystemExit("--pinned-key: needs --keys-in-host-memory, without --then-resident")
     if a.then_resident and not a.keys_in_host_memory:
         raise SystemExit("--then-resident: needs --keys-in-host-memory (streaming first)")
     if a.streaming_reps is not None and (a.streaming_reps < 0 or (
@@ -1023,7 +1044,7 @@ def main(argv=None):
                      None if a.out_of_core_gib is None else int(a.out_of_core_gib * 2**30),
                      a.keys_dir, a.setup_only,
                      None if a.device_budget_gib is None else int(a.device_budget_gib * 2**30),
-                     a.host_witness)
+                     a.host_witness, a.pinned_key)
 
 
 if __name__ == "__main__":

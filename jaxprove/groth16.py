@@ -1480,6 +1480,43 @@ def _map_arrays(fn, v):
     return fn(v)
 
 
+def pin_key(box: list, device=None) -> ProvingKey:
+    """The proving key ``box.pop()`` (the caller's only reference: each
+    vector's pageable copy is freed as its pinned one is made, so the host
+    holds the key plus one vector, never two keys) with every host point
+    vector (``POINT_VECTORS``, numpy or ``ops.msm.SplitBases`` of numpy) as
+    ``ops.transfer.PinnedVector`` in ``device``'s pinned host memory
+    (bench/NOTES.md hypothesis 84: the 16 GB mode's MSMs put their bases
+    from pinned memory at the link's rate).  Where pinning runs out of
+    memory the vectors not yet pinned stay numpy (logged): the MSMs take
+    either.  Where the device has no pinned memory (the CPU) the vectors
+    are held in pieces of numpy all the same."""
+    pk = box.pop()
+    dev = device or jax.devices()[0]
+
+    def pin(x):
+        return transfer.pin_vector(x, dev) if isinstance(x, np.ndarray) else x
+
+    for f in POINT_VECTORS:
+        v = getattr(pk, f)
+        try:
+            if isinstance(v, M.SplitBases):
+                v = v._replace(bits=pin(v.bits))
+                pk = pk._replace(**{f: v})
+                v = v._replace(dense=pin(v.dense))
+            else:
+                v = pin(v)
+        except jax.errors.JaxRuntimeError as e:
+            if not memory.out_of_memory(e):
+                raise
+            log.warning("pin_key: pinned host memory ran out at %s (%s): the rest of the key "
+                        "stays in pageable memory", f, e)
+            return pk
+        pk = pk._replace(**{f: v})
+        del v
+    return pk
+
+
 def place_keys(keys, device=None, host: bool = False):
     """(pk, vk) on ``device`` (default: the first), or with ``host`` the
     proving key's point vectors (``POINT_VECTORS``) as numpy arrays in host

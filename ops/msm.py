@@ -820,8 +820,23 @@ def plan(curve: Curve, n: int, G: int, cfg: MSMConfig, extra=lambda k: 0) -> tup
     return best[1], best[2]
 
 
+def _is_host(x) -> bool:
+    """Whether x lives in host memory: numpy, or a ``transfer.PinnedVector``."""
+    return isinstance(x, (np.ndarray, transfer.PinnedVector))
+
+
+def _host_chunk(x, lo: int, hi: int, size: int, pool=None):
+    """``x[..., lo:hi]`` zero-padded to ``size``, on the default device: a
+    pinned vector's pieces put as they are (``transfer.put_range``), a host
+    array's slice by ``_to_device``, a device array's sliced in place."""
+    if isinstance(x, transfer.PinnedVector):
+        return transfer.put_range(x, lo, hi, size)
+    return _to_device(_pad_last(x[..., lo:hi], size), pool)
+
+
 def _to_device(x, pool=None):
-    """x on the default device.  A host array, typically a chunk of host bases
+    """x on the default device.  A ``transfer.PinnedVector`` goes whole by
+    ``transfer.put_range``.  A host array, typically a chunk of host bases
     or scalars (a last-axis slice of ``(2, *fp, N)`` / ``(8, G, N)``: one
     contiguous run per limb row), goes by ``transfer.put_planes`` on
     ``pool`` (default one of ``transfer.WORKERS`` threads for this call):
@@ -829,6 +844,8 @@ def _to_device(x, pool=None):
     strided slice.  The pool is what makes it fast (H200 host, 2 GiB: 30.2
     GB/s with 16 threads, 6.4 GB/s from one thread; bench/NOTES.md session
     27)."""
+    if isinstance(x, transfer.PinnedVector):
+        return transfer.put_range(x, 0, x.n)
     if not isinstance(x, np.ndarray):
         return jnp.asarray(x)
     with transfer.copy_pool(pool) as on:   # rows: a view for such slices (the axes merge)
@@ -999,29 +1016,32 @@ def msm(curve: Curve, bases, scalars, config: MSMConfig | None = None, on_chunk=
     # for H at 2^27: the 32GiB 16 GB mode's msm_h, bench/NOTES.md session 27)
     host_s = isinstance(scalars, np.ndarray)
     s = scalars.reshape(8, G, n) if host_s else jnp.asarray(scalars).reshape(8, G, n)
-    if cfg.split_threshold is not None and not any(
-            isinstance(x, jax.core.Tracer) for x in (bases, scalars)):
+    # (pinned bases are a key's parts, split already: no count)
+    if cfg.split_threshold is not None and not isinstance(bases, transfer.PinnedVector) \
+            and not any(isinstance(x, jax.core.Tracer) for x in (bases, scalars)):
         out = _auto_split(curve, bases, _to_device(s), cfg, on_chunk)
         if out is not None:
             return out.reshape(curve.proj + batch)
     if cfg.budget_bytes is None and n & (n - 1):
         # round N up to a power of two ((0, 0) bases, zero scalars: skipped entries), so
         # MSMs of nearby sizes share one compiled program
+        if isinstance(bases, transfer.PinnedVector):
+            bases = _to_device(bases)
         n2 = 1 << (n - 1).bit_length()
         pad = [(0, 0)] * (bases.ndim - 1) + [(0, n2 - n)]
         bases = np.pad(bases, pad) if isinstance(bases, np.ndarray) else jnp.pad(bases, pad)
         s = jnp.pad(_to_device(s), ((0, 0), (0, 0), (0, n2 - n)))
         n = n2
     c, chunk = plan(curve, n, G, cfg,
-                    streaming_bytes(curve, G, isinstance(bases, np.ndarray), host_s))
+                    streaming_bytes(curve, G, _is_host(bases), host_s))
     if chunk >= n:
         out = _msm_jit(curve, _to_device(bases), _to_device(s), c, _traced(cfg))
         return out.reshape(curve.proj + batch)
 
     def step(lo, hi, buckets):
-        b, sc = _pad_last(bases[..., lo:hi], chunk), _pad_last(s[..., lo:hi], chunk)
         with span("msm.put"):
-            b, sc = _to_device(b, pool), _to_device(sc, pool)
+            b = _host_chunk(bases, lo, hi, chunk, pool)
+            sc = _to_device(_pad_last(s[..., lo:hi], chunk), pool)
         with span("msm.chunk"):
             return _chunk_jit(curve, b, sc, c, _traced(cfg), buckets)
 
@@ -1055,7 +1075,7 @@ def bits_sum(curve: Curve, bases, bits, config: MSMConfig | None = None, on_chun
     ``_to_device``) fits the budget, at most two in flight; ``on_chunk`` as
     ``msm``."""
     cfg = config or default_config(bases)
-    if not isinstance(bases, np.ndarray):
+    if not _is_host(bases):
         bases = jnp.asarray(bases)
     if bases.ndim != len(curve.aff) + 1 or tuple(bases.shape[:-1]) != curve.aff:
         raise ValueError(f"bits_sum: bases must be affine {curve.name} points of shape "
@@ -1066,16 +1086,16 @@ def bits_sum(curve: Curve, bases, bits, config: MSMConfig | None = None, on_chun
     batch = bits.shape[:-1]
     bits = bits.reshape(-1, bits.shape[-1]).astype(bool)
     G, n = bits.shape
-    host = isinstance(bases, np.ndarray)
+    host = _is_host(bases)
     if cfg.budget_bytes is None or bits_working_set_bytes(curve, n, G, cfg) <= cfg.budget_bytes:
         return _bits_jit(curve, _to_device(bases), bits, _traced(cfg)).reshape(curve.proj + batch)
     chunk = _chunk_size(n, lambda k: bits_working_set_bytes(curve, k, G, cfg)
                         + streaming_bytes(curve, G, host, False)(k), cfg.budget_bytes, "bits_sum")
 
     def step(lo, hi, acc):
-        b, f = _pad_last(bases[..., lo:hi], chunk), _pad_last(bits[:, lo:hi], chunk)
+        f = _pad_last(bits[:, lo:hi], chunk)
         with span("msm.put"):
-            b = _to_device(b, pool)
+            b = _host_chunk(bases, lo, hi, chunk, pool)
         with span("msm.chunk"):
             return _bits_add_jit(curve, b, f, _traced(cfg), acc)
 

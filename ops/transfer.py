@@ -28,9 +28,12 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import dataclasses
 import functools
+import math
 import os
 from concurrent.futures import Executor, ThreadPoolExecutor
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -191,6 +194,103 @@ def put_planes(x: np.ndarray, pool: Executor | None, plane_ndim: int = 1,
             window.append(pool.submit(put_waited, k + len(window) + 1))
         out = _set_piece(out, at, piece)
     return out
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class PinnedVector:
+    """A host array ``(*lead, N)`` held as pieces of ``piece`` elements along
+    its last axis (``pin_vector``): each ``(*lead, piece)``, the last one
+    zero-padded, in a device's pinned host memory (jax Arrays of memory kind
+    ``pinned_host``) where it has that memory, else numpy.  ``put_range``
+    puts any piece-aligned range at the link's rate, one DMA a piece, with
+    no pageable staging and no host gather (bench/NOTES.md hypothesis 84:
+    the 16 GB mode's MSMs put their bases at ~9 GB/s from pageable memory).
+    Not a pytree: a key's tree holds it as one leaf (its pieces are not
+    device arrays to count or to move)."""
+    pieces: tuple
+    n: int
+    piece: int
+    lead: tuple
+    dtype: Any
+
+    @property
+    def shape(self) -> tuple:
+        return self.lead + (self.n,)
+
+    @property
+    def ndim(self) -> int:
+        return len(self.lead) + 1
+
+    @property
+    def nbytes(self) -> int:
+        return math.prod(self.shape) * np.dtype(self.dtype).itemsize
+
+
+def pin_vector(x: np.ndarray, dev, piece_bytes: int = PIECE_BYTES,
+               pinned: bool | None = None) -> PinnedVector:
+    """x ``(*lead, N)`` as a ``PinnedVector`` on ``dev`` (``pinned`` as
+    ``to_pinned``): pieces of the largest power of two of elements whose
+    ``(*lead, piece)`` bytes are at most ``piece_bytes`` (one element at
+    least), copied one at a time (the host holds x and one piece more, and
+    the caller drops x after)."""
+    x = np.asarray(x)
+    if x.ndim < 1:
+        raise ValueError(f"pin_vector: x must have a last axis, got shape {x.shape}")
+    row = max(1, x.nbytes // max(x.shape[-1], 1))          # bytes of one element's column
+    piece = 1 << max(0, (max(1, piece_bytes // row)).bit_length() - 1)
+    s = device_pinned_sharding(dev, pinned)
+    n, pieces = x.shape[-1], []
+    for lo in range(0, n, piece):
+        p = x[..., lo:lo + piece]
+        if p.shape[-1] < piece:
+            p = np.pad(p, [(0, 0)] * (x.ndim - 1) + [(0, piece - p.shape[-1])])
+        pieces.append(np.ascontiguousarray(p) if s is None else jax.device_put(p, s))
+    return PinnedVector(tuple(pieces), n, piece, tuple(x.shape[:-1]), x.dtype)
+
+
+@functools.partial(jax.jit, static_argnames=("start", "size"))
+def _piece_window(piece, start: int, size: int):
+    """piece[..., start:start + size] (within the piece)."""
+    return jax.lax.slice_in_dim(piece, start, start + size, axis=-1)
+
+
+def put_range(v: PinnedVector, lo: int, hi: int, size: int | None = None, dev=None,
+              in_flight: int = PIECES_IN_FLIGHT) -> jax.Array:
+    """``v[..., lo:hi]`` zero-padded to ``size`` (default hi − lo) on ``dev``
+    (default the default device).  Piece-aligned ranges (lo a multiple of
+    the piece, hi too or N, size a multiple of the piece: a power-of-two
+    chunk of a chunked MSM) put whole pieces into a zero array, at most
+    ``in_flight`` ahead of their writes; a range within one piece (a chunk
+    smaller than a piece) is that piece's window; any other range is
+    gathered on the host first (slow, correct)."""
+    size = hi - lo if size is None else size
+    if not (0 <= lo <= hi <= v.n) or size < hi - lo:
+        raise ValueError(f"put_range: [{lo}, {hi}) of {v.n} elements into {size}")
+    if dev is None:                              # the default device (its context too)
+        (dev,) = jnp.zeros(()).devices()
+    s = jax.sharding.SingleDeviceSharding(dev)
+    P = v.piece
+    k0, k1 = lo // P, -(-hi // P)
+    if lo % P == 0 and (hi % P == 0 or hi == v.n) and size % P == 0 and size >= k1 * P - lo:
+        out = jnp.zeros(v.lead + (size,), v.dtype, device=s)
+        held = collections.deque()
+        zero = (0,) * len(v.lead)
+        for k in range(k0, k1):
+            held.append(jax.device_put(v.pieces[k], s))
+            out = _set_piece(out, zero + (k * P - lo,), held[-1])
+            if len(held) > in_flight:
+                jax.block_until_ready(held.popleft())
+        return out
+    if k1 - k0 == 1 and lo - k0 * P + size <= P:
+        out = _piece_window(jax.device_put(v.pieces[k0], s), lo - k0 * P, size)
+        if hi - lo < size:                       # the window's tail past hi: zeros
+            keep = jnp.arange(size) < hi - lo
+            out = jnp.where(keep, out, jnp.zeros((), v.dtype))
+        return out
+    host = np.concatenate([np.asarray(v.pieces[k]) for k in range(k0, k1)], axis=-1)
+    host = host[..., lo - k0 * P:hi - k0 * P]
+    host = np.pad(host, [(0, 0)] * len(v.lead) + [(0, size - (hi - lo))])
+    return jax.device_put(host, s)
 
 
 def start_fetch(x: jax.Array, pinned: bool | None = None) -> jax.Array:

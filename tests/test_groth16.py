@@ -325,6 +325,15 @@ def test_streaming_prove_from_host_memory(circuit, monkeypatch):
     # (a dense part may still be split again by counting its 0/1 scalars: small here)
     assert host_pk.h.shape[-1] not in [sh[-1] for sh in splits], splits
     assert np.all(np.asarray(G.verify(vk, ys, again)))
+    # the key pinned (hypothesis 84: every host vector a transfer.PinnedVector): the same proof
+    from ops import transfer as T
+    box = [split_pk]
+    pinned = G.pin_key(box)
+    assert box == [] and all(isinstance(getattr(pinned, f).dense, T.PinnedVector)
+                             for f in G.SPLIT_VECTORS) and isinstance(pinned.h, T.PinnedVector)
+    same, _ = G.prove(pinned, m, w, seed=5, msm_config=cfg, positions=G.msm_positions(m))
+    for x, y in zip(jax.tree.leaves(same), jax.tree.leaves(again)):
+        assert np.array_equal(np.asarray(x), np.asarray(y))
 
 
 @pytest.mark.slow   # CI time (session 21: see bench/NOTES.md)
@@ -478,3 +487,39 @@ def test_points_at_nonzero_equal_the_whole_multiplication(curve, host):
         assert isinstance(got, np.ndarray) == host
         np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
         assert sum(seen) == sum(1 for x in v if x)          # only the nonzero scalars
+
+
+def test_pin_key_stops_where_pinned_memory_runs_out(monkeypatch):
+    """``pin_key`` pins each host vector of the key (split parts one by one);
+    where pinned memory runs out it keeps the rest in pageable memory (the
+    MSMs take either); another error propagates."""
+    from ops import msm as M
+    from ops import transfer as T
+    z = lambda *shape: np.zeros(shape, np.uint32)                   # noqa: E731
+    split = lambda: M.SplitBases(z(2, 12, 4), z(2, 12, 8), 12)      # noqa: E731
+    pk = G.ProvingKey(z(2, 12), z(2, 12), z(2, 2, 12), z(2, 12), z(2, 2, 12), split(),
+                      split(), M.SplitBases(z(2, 2, 12, 4), z(2, 2, 12, 8), 12), split(),
+                      z(2, 12, 15))
+    calls, real = [], T.pin_vector
+
+    def pin(x, dev, failing=None):
+        calls.append(x.shape)
+        if failing is not None and len(calls) == failing:
+            raise failure[0]
+        return real(x, dev)
+
+    failure = [None]
+    monkeypatch.setattr(T, "pin_vector", pin)
+    got = G.pin_key([pk])
+    assert len(calls) == 9 and isinstance(got.h, T.PinnedVector)
+    assert all(isinstance(getattr(got, f).bits, T.PinnedVector) for f in G.SPLIT_VECTORS)
+    calls.clear()
+    failure[0] = jax.errors.JaxRuntimeError("RESOURCE_EXHAUSTED: Out of memory allocating")
+    monkeypatch.setattr(T, "pin_vector", lambda x, dev: pin(x, dev, failing=4))
+    got = G.pin_key([pk])              # A's bits and dense, B1's bits pinned, then none
+    assert isinstance(got.a.dense, T.PinnedVector) and isinstance(got.b_g1.bits, T.PinnedVector)
+    assert isinstance(got.b_g1.dense, np.ndarray) and isinstance(got.h, np.ndarray)
+    calls.clear()
+    failure[0] = jax.errors.JaxRuntimeError("INTERNAL: something else")
+    with pytest.raises(jax.errors.JaxRuntimeError, match="something else"):
+        G.pin_key([pk])

@@ -191,6 +191,45 @@ def test_bits_sum_in_chunks_within_a_budget(g1_bases, monkeypatch):
         M.bits_sum(G1, bases, bits, M.MSMConfig(window=4, lanes=8, budget_bytes=100))
 
 
+@pytest.mark.parametrize("piece_bytes", [2 * 96, 16 * 96])
+def test_pinned_bases_stream_as_host_bases(g1_bases, piece_bytes):
+    """Bases held as a ``transfer.PinnedVector`` (the 16 GB mode's pinned key,
+    hypothesis 84) in pieces smaller than a chunk (whole pieces per chunk) or
+    larger (a piece's window per chunk): the chunked msm, bits_sum and
+    msm_split over split bases whose parts are pinned give the sums of the
+    whole vector."""
+    from ops import transfer as T
+    ks, bases = g1_bases
+    dev = jax.devices()[0]
+    pinned = T.pin_vector(np.asarray(bases), dev, piece_bytes=piece_bytes)
+    rng = random.Random(23)
+    rows = [[rng.randrange(R) for _ in range(N)], [rng.randrange(2) for _ in range(N)]]
+    s = np.asarray(Fr.from_int(np.array(rows, dtype=object)))
+    want = [_expected(ks, r) for r in rows]
+    c = M.check_window(CFG.window, 2)
+    budget = M.working_set_bytes(G1, 8, 2, c, CFG) + 2 * 2 * 8 * 32 + 2 * M._bases_bytes(G1, 8)
+    cfg = M.MSMConfig(window=4, lanes=8, small_lanes=4, min_steps=4, budget_bytes=budget)
+    assert G1.to_affine_ints(M.msm(G1, pinned, s, cfg)) == want
+    assert G1.to_affine_ints(M.msm(G1, pinned, s, CFG)) == want            # unchunked
+    bits = jnp.asarray(np.array([[rng.randrange(2) for _ in range(N)]], bool))
+    bcfg = M.MSMConfig(window=4, lanes=8, small_lanes=4, min_steps=4,
+                       budget_bytes=M.bits_working_set_bytes(G1, 8, 1, CFG)
+                       + 2 * M._bases_bytes(G1, 8))
+    bw = [_expected(ks, [int(b) for b in np.asarray(bits[0])])]
+    assert G1.to_affine_ints(M.bits_sum(G1, pinned, bits, bcfg)) == bw
+    bit_pos = np.array(sorted(rng.sample(range(N), 12)))
+    for sc in rows:
+        for i in bit_pos:
+            sc[i] = rng.randrange(2)
+    s = jnp.asarray(Fr.from_int(np.array(rows, dtype=object)))
+    pos = M.positions(N, bit_pos)
+    split = M.split_bases(np.asarray(bases), pos, dense_size=32)
+    split = split._replace(bits=T.pin_vector(split.bits, dev, piece_bytes=piece_bytes),
+                           dense=T.pin_vector(split.dense, dev, piece_bytes=piece_bytes))
+    got = G1.to_affine_ints(M.msm_split(G1, split, s, pos, cfg))
+    assert got == [_expected(ks, sc) for sc in rows]
+
+
 def test_msm_host_scalars_go_to_the_device_a_chunk_at_a_time(g1_bases, monkeypatch):
     """msm under a budget with host scalars (the out-of-core H, its
     coefficients in host memory): each chunk's scalars are put with its

@@ -208,3 +208,30 @@ print("ok")
     p = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
                        timeout=300, cwd=root)
     assert p.returncode == 0 and "ok" in p.stdout, p.stdout + p.stderr
+
+
+def test_pinned_vector_puts_any_range():
+    """``pin_vector`` holds x in power-of-two pieces (the last zero-padded);
+    ``put_range`` gives x[..., lo:hi] zero-padded to the size asked for:
+    piece-aligned ranges from whole pieces, a range within one piece from
+    its window, any other range gathered; bad ranges are refused."""
+    rng = np.random.default_rng(1)
+    x = rng.integers(0, 2**32, size=(2, 12, 1000), dtype=np.uint32)
+    v = T.pin_vector(x, jax.devices()[0], piece_bytes=96 * 100)
+    assert v.piece == 64 and len(v.pieces) == 16 and v.shape == x.shape
+    assert v.nbytes == x.nbytes and v.ndim == 3 and v.dtype == x.dtype
+    assert np.array_equal(np.concatenate([np.asarray(p) for p in v.pieces], -1)[..., :1000], x)
+
+    def want(lo, hi, size):
+        w = np.zeros((2, 12, size), np.uint32)
+        w[..., :hi - lo] = x[..., lo:hi]
+        return w
+
+    for lo, hi, size in [(0, 1000, 1024), (0, 64, 64), (64, 128, 64), (128, 256, 128),
+                         (960, 1000, 64), (896, 1000, 128), (10, 20, 10), (10, 20, 16),
+                         (0, 1000, 1000), (30, 100, 70), (0, 0, 0)]:
+        assert np.array_equal(np.asarray(T.put_range(v, lo, hi, size)), want(lo, hi, size))
+    for lo, hi, size in [(0, 1001, 1001), (5, 4, 4), (0, 10, 5)]:
+        with pytest.raises(ValueError, match="put_range"):
+            T.put_range(v, lo, hi, size)
+    assert T.pin_vector(x[..., :1], jax.devices()[0]).piece >= 1

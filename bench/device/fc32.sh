@@ -19,7 +19,8 @@
 #    With SIXTEEN=1 instead: the 16 GB mode (issue 7) — after the setup a ballast leaves
 #    ${BUDGET_GIB:-14} GiB of the pool free (bench.filecoin --device-budget-gib), a, b, c
 #    and h out of core within ${OOC_GIB:-9} GiB, each MSM within ${MSM_GIB:-5} GiB (HOST_W=1:
-#    the witness in host memory, h on the device, OOC_GIB default 13); with
+#    the witness in host memory, h on the device, OOC_GIB default 13; PINNED=1: the key's
+#    host vectors in pinned memory, --pinned-key, not with RESIDENT=1); with
 #    RESIDENT=1 as well, the ballast then goes and the same key is proved resident.
 #    PROVE=0 skips step 2 (the recorded circuit for $AFTER_SH alone, e.g. bench.profile's
 #    spmv_host case over $CIRCUIT_DIR).
@@ -88,7 +89,7 @@ if [ -n "${SIXTEEN:-}" ]; then
     # HOST_W=1: the witness in host memory (--host-witness, hypothesis 83): the budget then
     # counts every device byte before the MSMs (three vectors for h), so it defaults to 13
     OOC=${OOC_GIB:-9}; [ -n "${HOST_W:-}" ] && OOC=${OOC_GIB:-13}
-    MODE="--msm-budget-gib ${MSM_GIB:-5} --out-of-core-gib $OOC --device-budget-gib ${BUDGET_GIB:-14} ${RESIDENT:+--then-resident} ${HOST_W:+--host-witness}"
+    MODE="--msm-budget-gib ${MSM_GIB:-5} --out-of-core-gib $OOC --device-budget-gib ${BUDGET_GIB:-14} ${RESIDENT:+--then-resident} ${HOST_W:+--host-witness} ${PINNED:+--pinned-key}"
 else
     MODE="--msm-budget-gib 16 ${RESIDENT:+--then-resident} ${STREAM_REPS:+--streaming-reps $STREAM_REPS}"
 fi

@@ -19,7 +19,8 @@ kernel).  Cases:
   and scalars (default configuration; ``--window`` c, ``--budget-gib`` G:
   within G GiB, in chunks as the proof's msm_h; with ``--host`` too, bases
   and scalars in host memory and no 0/1 split: the 16 GB mode's msm_h, its
-  spans ``msm.put``, ``msm.chunk``, ``msm.wait``);
+  spans ``msm.put``, ``msm.chunk``, ``msm.wait``; ``--pinned`` with it: the
+  bases as a ``transfer.PinnedVector``, hypothesis 84);
 * ``spmv_host`` / ``h_resident``: the 16 GB mode's spmv and ntt stages:
   ``pce.evaluate_host`` of a Filecoin circuit (as ``spmv``) within
   ``--budget-gib`` (default 9) over its prepared ``pce.host_plan``, the
@@ -27,6 +28,10 @@ kernel).  Cases:
   ``groth16.h_coefficients_resident`` (``overwrite``, the prover's form) of
   random host a, b, c at 2^k within the same budget (a and b its work
   buffers in every call: their values change, the work does not);
+  ``spmv_device``: the host witness's spmv stage (hypothesis 83: a and b
+  into device limb planes, c to host memory, ``pce.evaluate_host(on_device=
+  (0, 1))`` from a host witness over the row blocks planned for
+  ``groth16.device_h_budget``);
   ``h_device``: ``groth16.h_coefficients_device`` (the host witness's h,
   hypothesis 83: random a and b as device limb planes, copied there anew
   each call, host c, the check included) within ``--budget-gib``.  Their host work
@@ -67,7 +72,8 @@ from bench.common import argv_command, emit, environment, time_fn
 from bench.ntt_msm import make_bases, rand_fr
 from ops import spmv
 
-CASES = ("ntt", "to_coset", "h", "msm", "spmv", "spmv_host", "h_resident", "h_device")
+CASES = ("ntt", "to_coset", "h", "msm", "spmv", "spmv_host", "spmv_device", "h_resident",
+         "h_device")
 SPANS = ("evaluate_host.", "check_host.", "h_resident.", "msm.")   # the library's named host spans
 SKIP_LINES = ("XLA Modules", "Steps", "Framework", "Source", "python", "TraceMe", "Task")
 
@@ -80,7 +86,8 @@ def _vector(key, n):
 def stage(case: str, log_n: int = 20, kind: str = "porep", size: str = "2KiB",
           challenges: int | None = None, circuit_dir: str | None = None,
           passes: str | None = None, form: str | None = None, window: int | None = None,
-          budget_gib: float | None = None, curve: str = "G1", host_inputs: bool = False):
+          budget_gib: float | None = None, curve: str = "G1", host_inputs: bool = False,
+          pinned: bool = False):
     """(function, arguments, size label) of a case (module docstring)."""
     from jaxprove import groth16 as G
     from ops import ntt as N
@@ -112,14 +119,20 @@ def stage(case: str, log_n: int = 20, kind: str = "porep", size: str = "2KiB",
                                   else int(budget_gib * 2**30))
         if host_inputs and budget_gib is None:
             raise ValueError("profile: --host streams the MSM's inputs: it needs --budget-gib")
+        if pinned and not host_inputs:
+            raise ValueError("profile: --pinned is a form of --host")
         if host_inputs:             # the 16 GB mode's msm_h (groth16.prove_msms): host
             bases, s = np.asarray(bases), np.asarray(s)     # bases and scalars, no 0/1 split
             cfg = dataclasses.replace(cfg, split_threshold=None)
+        if pinned:                  # hypothesis 84: the key's vectors in pinned memory
+            from ops import transfer
+            bases = transfer.pin_vector(bases, jax.devices()[0])
         c, chunk = M.plan(C, 1 << log_n, 1, cfg,
                           M.streaming_bytes(C, 1, host_inputs, host_inputs))
         return ((lambda b, s: M.msm(C, b, s, cfg)), (bases, s),
                 f"{curve} 2^{log_n}, c={c}, chunks of 2^{chunk.bit_length() - 1}"
-                + (", host bases and scalars" if host_inputs else ""))
+                + (", host bases and scalars" if host_inputs else "")
+                + (", the bases pinned" if pinned else ""))
     budget = int((9 if budget_gib is None else budget_gib) * 2**30)
     if case == "h_resident":
         abc = [np.array(_vector(jax.random.fold_in(key, i), 1 << log_n)) for i in range(3)]
@@ -138,7 +151,7 @@ def stage(case: str, log_n: int = 20, kind: str = "porep", size: str = "2KiB",
             ua, ub = (tuple(jnp.copy(p) for p in x) for x in planes)
             return G.h_coefficients_device(ua, ub, c, log_n, budget, check=lambda first: None)
         return h_device, (c,), f"2^{log_n} within {budget / 2**30:.3g} GiB, three vectors"
-    if case in ("spmv", "spmv_host"):
+    if case in ("spmv", "spmv_host", "spmv_device"):
         from bench import filecoin as F
         from jaxprove import pce
         spec = F.spec_for(kind, size, challenges)
@@ -152,8 +165,22 @@ def stage(case: str, log_n: int = 20, kind: str = "porep", size: str = "2KiB",
                     f"{label}: {m.rows} rows")
         host = pce.to_host(m)
         del m
-        plan = pce.host_plan(host, 1, budget)
         length = 1 << G.domain_log(host.rows)
+        if case == "spmv_device":
+            from ops import four_step as FS
+            from ops import transfer
+            plan = G.out_of_core_plan(host, budget, host_witness=True)
+            if plan.budget == budget:
+                raise ValueError(f"profile: {budget} bytes hold no device h for {label}")
+            n1 = 1 << FS.default_log_n1(G.domain_log(host.rows))
+            wh = transfer.fetch(w)                    # as the prover's: fetched to the host
+
+            def spmv_device(w):
+                return pce.evaluate_host(host, w, budget, length=length, plan=plan,
+                                         on_device=(0, 1), plane_shape=(n1, length // n1))
+            return spmv_device, (wh,), (f"{label}: {host.rows} rows within "
+                                        f"{budget / 2**30:.3g} GiB, a and b on the device")
+        plan = pce.host_plan(host, 1, budget)
 
         def spmv_host(w):
             a, b, c = pce.evaluate_host(host, w, budget, length=length, plan=plan)
@@ -215,13 +242,14 @@ def summarize(xplane: str, calls: int, top: int = 25) -> dict:
 def profile(case: str, log_n: int = 20, reps: int = 3, kind: str = "porep", size: str = "2KiB",
             challenges: int | None = None, top: int = 25, circuit_dir: str | None = None,
             passes: str | None = None, form: str | None = None, window: int | None = None,
-            budget_gib: float | None = None, curve: str = "G1", host_inputs: bool = False) -> dict:
+            budget_gib: float | None = None, curve: str = "G1", host_inputs: bool = False,
+            pinned: bool = False) -> dict:
     """One case: timed (``time_fn``, 5 repetitions after a warm-up), then
     ``reps`` calls traced and summarized (``summarize``)."""
     if reps < 1:
         raise ValueError(f"profile: reps must be >= 1, got {reps}")
     fn, args, label = stage(case, log_n, kind, size, challenges, circuit_dir, passes, form,
-                            window, budget_gib, curve, host_inputs)
+                            window, budget_gib, curve, host_inputs, pinned)
     timing = time_fn(fn, args, reps=5, target_s=0.0)
     d = tempfile.mkdtemp(prefix="jaxprove-profile-")
     try:
@@ -256,11 +284,14 @@ def main(argv=None):
     ap.add_argument("--window", type=int, default=None, help="msm: window bits (default: chosen)")
     ap.add_argument("--budget-gib", type=float, default=None,
                     help="msm: within this many GiB, in chunks (the proof's msm_h); "
-                         "spmv_host, h_resident: the out-of-core budget (default 9)")
+                         "spmv_host, spmv_device, h_resident, h_device: the out-of-core "
+                         "budget (default 9)")
     ap.add_argument("--curve", default="G1", choices=("G1", "G2"), help="msm: the group")
     ap.add_argument("--host", action="store_true",
                     help="msm: bases and scalars in host memory, streamed in chunks within "
                          "--budget-gib (the 16 GB mode's msm_h)")
+    ap.add_argument("--pinned", action="store_true",
+                    help="msm --host: the bases in pinned host memory (hypothesis 84)")
     ap.add_argument("--reps", type=int, default=3, help="calls traced")
     ap.add_argument("--top", type=int, default=25)
     ap.add_argument("--cache", action="store_true", help="persistent compilation cache")
@@ -272,7 +303,7 @@ def main(argv=None):
         from jaxprove.cache import enable_compilation_cache
         enable_compilation_cache()
     rec = profile(a.case, a.log_n, a.reps, a.kind, a.size, a.challenges, a.top, a.circuit_dir,
-                  a.passes, a.form, a.window, a.budget_gib, a.curve, a.host)
+                  a.passes, a.form, a.window, a.budget_gib, a.curve, a.host, a.pinned)
     emit({**rec, "command": argv_command(), **environment()}, a.out)
 
 

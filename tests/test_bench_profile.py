@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pytest
 
 from bench import profile as P
@@ -54,6 +55,15 @@ def test_profile_msm_of_either_group():
     assert label.startswith("G2 2^3, c=") and bases.shape[-1] == 8 and bases.shape[1] == 2
     with pytest.raises(ValueError, match="curve must be G1 or G2"):
         P.stage("msm", curve="G3")
+    fn, (bases, s), label = P.stage("msm", log_n=8, budget_gib=1e-3, host_inputs=True,
+                                    pinned=True)          # hypothesis 84's msm_h
+    assert label.endswith("host bases and scalars, the bases pinned")
+    plain, (host, s2), _ = P.stage("msm", log_n=8, budget_gib=1e-3, host_inputs=True)
+    assert np.array_equal(s, s2)          # the same inputs: the same sum, pinned or not
+    from ops.curve import G1
+    assert G1.to_affine_ints(fn(bases, s)) == G1.to_affine_ints(plain(host, s))
+    with pytest.raises(ValueError, match="--pinned is a form of --host"):
+        P.stage("msm", log_n=3, pinned=True)
 
 
 def test_profile_the_16gb_modes_host_stages_names_their_spans(tmp_path):
@@ -73,6 +83,14 @@ def test_profile_the_16gb_modes_host_stages_names_their_spans(tmp_path):
             "evaluate_host.write_rows", "check_host.put", "check_host.satisfied"} <= set(spans)
     assert all(s["ms"] > 0 and s["count"] >= 1 for s in spans.values())
     assert spans["evaluate_host.put"]["count"] >= 3          # a block of A, B and C at least
+    rec = P.profile("spmv_device", reps=1, kind="window-post", size="2KiB", challenges=1,
+                    circuit_dir=str(tmp_path / "fc"), top=3, budget_gib=0.01)   # 83's spmv
+    assert rec["size"].endswith("within 0.01 GiB, a and b on the device")
+    assert {"evaluate_host.put", "evaluate_host.put_witness", "evaluate_host.fetch"} \
+        <= set(rec["spans"])
+    with pytest.raises(ValueError, match="hold no device h|smallest row block"):
+        P.stage("spmv_device", kind="window-post", size="2KiB", challenges=1,
+                circuit_dir=str(tmp_path / "fc"), budget_gib=1e-5)
     rec = P.profile("h_resident", log_n=6, reps=1, top=3)
     assert rec["size"] == "2^6 within 9 GiB" and rec["log_n"] == 6
     assert {"h_resident.put", "h_resident.sweeps", "h_resident.fetch", "h_resident.quotient",

@@ -258,11 +258,12 @@ def put_range(v: PinnedVector, lo: int, hi: int, size: int | None = None, dev=No
               in_flight: int = PIECES_IN_FLIGHT) -> jax.Array:
     """``v[..., lo:hi]`` zero-padded to ``size`` (default hi − lo) on ``dev``
     (default the default device).  Piece-aligned ranges (lo a multiple of
-    the piece, hi too or N, size a multiple of the piece: a power-of-two
-    chunk of a chunked MSM) put whole pieces into a zero array, at most
-    ``in_flight`` ahead of their writes; a range within one piece (a chunk
-    smaller than a piece) is that piece's window; any other range is
-    gathered on the host first (slow, correct)."""
+    the piece, hi too or N: a power-of-two chunk of a chunked MSM, or the
+    whole vector) put whole pieces into a zero array (the last one's head
+    where the size ends inside it), at most ``in_flight`` ahead of their
+    writes; a range within one piece (a chunk smaller than a piece) is that
+    piece's window; any other range is gathered on the host first (slow,
+    correct)."""
     size = hi - lo if size is None else size
     if not (0 <= lo <= hi <= v.n) or size < hi - lo:
         raise ValueError(f"put_range: [{lo}, {hi}) of {v.n} elements into {size}")
@@ -271,13 +272,15 @@ def put_range(v: PinnedVector, lo: int, hi: int, size: int | None = None, dev=No
     s = jax.sharding.SingleDeviceSharding(dev)
     P = v.piece
     k0, k1 = lo // P, -(-hi // P)
-    if lo % P == 0 and (hi % P == 0 or hi == v.n) and size % P == 0 and size >= k1 * P - lo:
+    if lo % P == 0 and (hi % P == 0 or hi == v.n):
         out = jnp.zeros(v.lead + (size,), v.dtype, device=s)
         held = collections.deque()
         zero = (0,) * len(v.lead)
         for k in range(k0, k1):
             held.append(jax.device_put(v.pieces[k], s))
-            out = _set_piece(out, zero + (k * P - lo,), held[-1])
+            room = size - (k * P - lo)          # < P: the last piece's head (its tail: padding)
+            piece = held[-1] if room >= P else _piece_window(held[-1], 0, room)
+            out = _set_piece(out, zero + (k * P - lo,), piece)
             if len(held) > in_flight:
                 jax.block_until_ready(held.popleft())
         return out

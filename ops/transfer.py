@@ -248,10 +248,11 @@ def pin_vector(x: np.ndarray, dev, piece_bytes: int = PIECE_BYTES,
     return PinnedVector(tuple(pieces), n, piece, tuple(x.shape[:-1]), x.dtype)
 
 
-@functools.partial(jax.jit, static_argnames=("start", "size"))
-def _piece_window(piece, start: int, size: int):
-    """piece[..., start:start + size] (within the piece)."""
-    return jax.lax.slice_in_dim(piece, start, start + size, axis=-1)
+@functools.partial(jax.jit, static_argnames=("size",))
+def _piece_window(piece, start, size: int):
+    """piece[..., start:start + size] (within the piece; start traced: one
+    program per size, not one per chunk of a chunked MSM)."""
+    return jax.lax.dynamic_slice_in_dim(piece, start, size, axis=-1)
 
 
 def put_range(v: PinnedVector, lo: int, hi: int, size: int | None = None, dev=None,

@@ -231,6 +231,10 @@ def test_pinned_vector_puts_any_range():
                          (960, 1000, 64), (896, 1000, 128), (10, 20, 10), (10, 20, 16),
                          (0, 1000, 1000), (30, 100, 70), (0, 0, 0)]:
         assert np.array_equal(np.asarray(T.put_range(v, lo, hi, size)), want(lo, hi, size))
+    before = T._piece_window._cache_size()           # windows of one size: one program
+    for lo in (3, 17, 40):
+        assert np.array_equal(np.asarray(T.put_range(v, lo, lo + 9, 9)), want(lo, lo + 9, 9))
+    assert T._piece_window._cache_size() == before + 1
     for lo, hi, size in [(0, 1001, 1001), (5, 4, 4), (0, 10, 5)]:
         with pytest.raises(ValueError, match="put_range"):
             T.put_range(v, lo, hi, size)

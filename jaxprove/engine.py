@@ -513,6 +513,11 @@ class Groth16Prover:
     host witness); ``out_of_core_budget`` then counts all of the proof's
     device bytes before them (three vectors of the domain size and a line
     put h on the device; less, the two-vector h).
+    ``pinned_key`` (streaming and the 16 GB mode): the held key's host point
+    vectors move to pinned host memory once, at its first load
+    (``groth16.pin_key``: pieces of 16 MB, pinned for the first device that
+    loads it; where pinned memory runs out the rest stays pageable), so the
+    MSMs put their bases at the link's rate (bench/NOTES.md hypothesis 84).
 
     ``memory_mode``: None (default) takes the mode from the two settings
     above for every circuit (resident, streaming or the 16 GB mode), with
@@ -531,7 +536,8 @@ class Groth16Prover:
                  setup_on_first_use: bool = False, setup_seed: int | None = None,
                  keys_in_host_memory: bool = False, verify_on_host: bool = True,
                  out_of_core_budget: int | None = None, memory_mode: str | None = None,
-                 resident_budget: int | None = None, host_witness: bool | None = None):
+                 resident_budget: int | None = None, host_witness: bool | None = None,
+                 pinned_key: bool = False):
         from jaxprove import modes
         if host_witness is True and (memory_mode in ("resident", "streaming") or (
                 memory_mode is None and (out_of_core_budget is None
@@ -559,6 +565,7 @@ class Groth16Prover:
         self.out_of_core_budget = out_of_core_budget
         self.keys_in_host_memory = keys_in_host_memory
         self.host_witness = host_witness
+        self.pinned_key = pinned_key
         self.verify_on_host = verify_on_host
         self.keys_dir, self.pce_dir = keys_dir, pce_dir
         self.setup_on_first_use, self.setup_seed = setup_on_first_use, setup_seed
@@ -659,7 +666,7 @@ class Groth16Prover:
                                 capacity, b_vars, host_witness=hw)
         return p
 
-    def _keys(self, spec, device, m, positions, host: bool):
+    def _keys(self, spec, device, m, positions, host: bool, pin: bool = False):
         """(pk, vk) on ``device``: from this prover's host copy, from the key
         store, or (setup on first use) from a setup run once per topology;
         ValueError if the key does not fit the circuit's matrices ``m``.
@@ -670,7 +677,8 @@ class Groth16Prover:
         vector at a time where the store holds them unsplit), and the host
         holds ONE copy, shared by every device (a 32GiB PoRep partition's
         key is ~47 GB split, ~75 GB whole: two copies exceed the H200
-        host)."""
+        host); with ``pin`` as well, that copy in ``device``'s pinned host
+        memory (``groth16.pin_key``), once."""
         import jax
 
         from jaxprove import groth16 as G
@@ -698,6 +706,10 @@ class Groth16Prover:
                 for f in G.SPLIT_VECTORS:     # one at a time: the key plus one vector
                     if not isinstance(getattr(keys[0], f), M.SplitBases):
                         keys = (G.streaming_key(keys[0], positions, (f,)), keys[1])
+                if pin:                       # one pageable vector at a time becomes pinned
+                    box, vk = [keys[0]], keys[1]
+                    del keys
+                    keys = (G.pin_key(box, device), vk)
                 self._host_keys[spec.topology] = keys
             elif not self.keys_dir:
                 self._host_keys[spec.topology] = jax.device_get(keys)
@@ -755,7 +767,8 @@ class Groth16Prover:
         if split:
             log.info("%s: the merged MSM passes do not fit beside the key: the key is held "
                      "split", spec.topology)
-        pk, vk = self._keys(spec, device, m, pos, host=mp.mode != "resident" or split)
+        pk, vk = self._keys(spec, device, m, pos, host=mp.mode != "resident" or split,
+                            pin=self.pinned_key and mp.mode != "resident")
         if split:                          # split in host memory, then on the device
             pk, vk = G.place_keys((pk, vk), device)
         nbytes = sum(int(x.nbytes) for x in jax.tree.leaves((pk, vk, m, dom, pos))

@@ -1519,13 +1519,17 @@ def pin_key(box: list, device=None) -> ProvingKey:
 
 def place_keys(keys, device=None, host: bool = False):
     """(pk, vk) on ``device`` (default: the first), or with ``host`` the
-    proving key's point vectors (``POINT_VECTORS``) as numpy arrays in host
-    memory and the rest on the device (streaming mode)."""
+    proving key's point vectors (``POINT_VECTORS``) in host memory (numpy
+    arrays, or ``ops.transfer.PinnedVector`` as ``pin_key`` left them) and
+    the rest on the device (streaming mode)."""
     pk, vk = keys
     dev = device or jax.devices()[0]
     if not host:
         put = functools.partial(jax.device_put, device=dev)
         return ProvingKey(*(_map_arrays(put, v) for v in pk)), jax.device_put(vk, dev)
-    vectors = {f: _map_arrays(np.asarray, getattr(pk, f)) for f in POINT_VECTORS}
+    def host_array(x):
+        return x if isinstance(x, transfer.PinnedVector) else np.asarray(x)
+
+    vectors = {f: _map_arrays(host_array, getattr(pk, f)) for f in POINT_VECTORS}
     small = jax.device_put(pk._replace(**{f: None for f in POINT_VECTORS}), dev)
     return small._replace(**vectors), jax.device_put(vk, dev)

@@ -555,6 +555,45 @@ def test_groth16_prover_out_of_core_wiring(monkeypatch):
     assert res.host_plan.blocks is not None and seen["host_plan"] is res.host_plan
 
 
+def test_groth16_prover_pins_the_held_key(monkeypatch):
+    """``pinned_key``: the 16 GB mode's and streaming's held host key moves
+    to pinned host memory once, at its first load (``groth16.pin_key``;
+    on the CPU its pieces are numpy), and every load shares those pieces;
+    a resident key is not pinned (it lives on the device)."""
+    from jaxprove import groth16 as G
+    from jaxprove import pce
+    from ops import transfer as T
+
+    spec = E.cubic_spec(2)
+    m = pce.extract(spec.record())
+    nv, na, nh = m.num_vars, m.num_aux, (1 << G.domain_log(m.rows)) - 1
+    z = lambda *shape: np.zeros(shape, np.uint32)
+    pk = G.ProvingKey(z(2, 12), z(2, 12), z(2, 2, 12), z(2, 12), z(2, 2, 12), z(2, 12, nv),
+                      z(2, 12, nv), z(2, 2, 12, nv), z(2, 12, na), z(2, 12, nh))
+    vk = G.VerifyingKey(z(2, 12), z(2, 2, 12), z(2, 2, 12), z(2, 2, 12), z(2, 12, m.num_inputs))
+    monkeypatch.setattr(G, "load_keys", lambda *a, **k: (pk, vk))
+    pins = []
+    real_pin = G.pin_key
+    monkeypatch.setattr(G, "pin_key", lambda box, dev=None: pins.append(dev) or real_pin(box, dev))
+    dev = jax.devices()[0]
+    for kw in ({"out_of_core_budget": 8000}, {}):          # the 16 GB mode, streaming
+        pins.clear()
+        prover = E.Groth16Prover(keys_dir="stored", keys_in_host_memory=True, pinned_key=True,
+                                 **kw)
+        res = prover.load(spec, dev)
+        assert pins == [dev]
+        for f in G.POINT_VECTORS:
+            v = getattr(res.pk, f)
+            parts = (v.bits, v.dense) if isinstance(v, M.SplitBases) else (v,)
+            assert all(isinstance(x, T.PinnedVector) for x in parts), f
+        assert res.pk.a.dense.shape == pk.a.shape[:-1] + (res.pk.a.dense.n,)
+        again = prover.load(spec, dev)                     # held once: pinned once
+        assert pins == [dev] and again.pk.h is res.pk.h and again.pk.a.dense is res.pk.a.dense
+    pins.clear()
+    res = E.Groth16Prover(keys_dir="stored", pinned_key=True).load(spec, dev)
+    assert pins == [] and isinstance(res.pk.h, jax.Array)   # resident: on the device
+
+
 def test_groth16_prover_memory_mode_auto(monkeypatch):
     """``memory_mode="auto"``: each circuit's mode comes from the device's
     pool at its first load (``modes.choose``) and is kept; load, check and
@@ -667,8 +706,8 @@ def test_groth16_prover_memory_mode_auto(monkeypatch):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("host_witness", [False, True])
-def test_engine_out_of_core_proof(tmp_path, host_witness):
+@pytest.mark.parametrize("host_witness,pinned_key", [(False, False), (True, False), (True, True)])
+def test_engine_out_of_core_proof(tmp_path, host_witness, pinned_key):
     """The engine's 16 GB mode end to end on a small circuit: keys and PCE
     matrices in host memory (the resident bytes count neither), a, b, c and h
     out of core in row blocks of a few KB, the MSMs in chunks; the proofs
@@ -676,15 +715,17 @@ def test_engine_out_of_core_proof(tmp_path, host_witness):
     inputs x³ + x, and a bad instance in its own batch is refused by its
     proof, naming the row.  With ``host_witness`` each batch's witness
     waits in host memory (the prover gets numpy) and h is computed on the
-    device (hypothesis 83)."""
+    device (hypothesis 83).  With ``pinned_key`` the key's host vectors
+    are pinned pieces (hypothesis 84)."""
     from conftest import R
     from jaxprove import groth16 as G
+    from ops import transfer as T
 
     K = 2
     good, reg = E.cubic_spec(K), _cubic_with_bad(K)
     prover = E.Groth16Prover(keys_dir=str(tmp_path / "keys"), setup_on_first_use=True,
                              setup_seed=5, keys_in_host_memory=True, out_of_core_budget=8000,
-                             host_witness=host_witness)
+                             host_witness=host_witness, pinned_key=pinned_key)
     kinds, real = [], prover.prove
     prover.prove = lambda res, w, *a, **k: kinds.append(type(w)) or real(res, w, *a, **k)
     eng = E.Engine(reg, E.EngineConfig(msm_budget_bytes=1 << 21), prover,
@@ -702,6 +743,7 @@ def test_engine_out_of_core_proof(tmp_path, host_witness):
     res = prover.load(good, jax.devices()[0])
     assert isinstance(res.matrices.a.cols, np.ndarray) and res.domain is None
     assert res.nbytes < 1 << 16                     # key and matrices in host memory
+    assert isinstance(res.pk.h, T.PinnedVector) is pinned_key
     # the row blocks prepared once for the h the proofs run (the device h's budget)
     assert res.host_plan.budget == (G.device_h_budget(res.matrices.rows, 1, 8000)
                                     if host_witness else 8000) != 0

@@ -740,7 +740,8 @@ def run_case(kind: str, size: str, reps: int = 5, env: dict | None = None,
         m, dom = pce.to_host(m), None          # the SpMV's row blocks cut once, pinned,
         t = time.perf_counter()                # where the host has room beside a, b, c, h
         host_plan = G.out_of_core_plan(m, out_of_core, host_witness=host_witness)
-        rec["spmv_budget_bytes"] = host_plan.budget
+        rec["spmv_budget_bytes"] = min(host_plan.budgets)   # B's: beside the most planes
+        rec["spmv_budgets_bytes"] = list(host_plan.budgets)
         rec["host_plan_s"] = time.perf_counter() - t
         rec["host_plan_blocks"] = [len(p.blocks) for p in host_plan.plans]
         rec["host_plan_prepared"] = host_plan.blocks is not None
@@ -797,7 +798,7 @@ def run_case(kind: str, size: str, reps: int = 5, env: dict | None = None,
         bad = prover.check(res, w)[0]
     else:                      # the prover leaves a lone instance to its proof: check it here
         first = int(pce.evaluate_host(m, w, out_of_core, check=True,
-                                      plan=host_plan if host_plan.budget == out_of_core else None,
+                                      plan=G._plan_for(host_plan, out_of_core),
                                       learned=res.budgets)[3].reshape(-1)[0])
         bad = None if first < 0 else f"first failing row {first}"
     rec["check_first_s"] = time.perf_counter() - t

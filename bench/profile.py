@@ -170,7 +170,7 @@ def stage(case: str, log_n: int = 20, kind: str = "porep", size: str = "2KiB",
             from ops import four_step as FS
             from ops import transfer
             plan = G.out_of_core_plan(host, budget, host_witness=True)
-            if plan.budget == budget:
+            if not plan.on_device:
                 raise ValueError(f"profile: {budget} bytes hold no device h for {label}")
             n1 = 1 << FS.default_log_n1(G.domain_log(host.rows))
             wh = transfer.fetch(w)                    # as the prover's: fetched to the host

@@ -815,8 +815,8 @@ def prove(pk: ProvingKey, matrices: pce.Matrices, w, seed: int | None = None,
     on the device first.
     ``host_plan`` (``out_of_core_plan`` for one instance, or
     ``pce.host_plan(matrices, batch, out_of_core_budget)``, with a host
-    witness ``pce.host_plan(matrices, batch, device_h_budget(matrices.rows,
-    batch, out_of_core_budget))``, built once per circuit and batch size,
+    witness ``device_h_plan(matrices, batch, out_of_core_budget)``, built
+    once per circuit and batch size,
     like ``domain`` and ``positions``): the SpMV's row blocks prepared in
     pinned host memory; without it each proof cuts them from the matrices
     again.
@@ -926,20 +926,30 @@ def _h_in_core(matrices: pce.Matrices, w, log_m: int, domain: N.Domain | None, l
 DEVICE_H = "prove: the h on the device"    # ``learned``'s entry: 0 once it ran out of memory
 
 
+DEVICE_H_PLANES = (0, 1)   # _h_on_device: a and b evaluated into the device, c into host memory
+
+
 def device_h_budget(rows: int, batch: int, budget: int) -> int | None:
-    """The SpMV's budget of ``_h_on_device`` (``pce.spmv_budget``: ``budget``
-    less a's and b's device vectors) for a circuit of ``rows`` rows and
-    ``batch`` instances, or None where ``budget`` cannot hold its three
-    vectors and a line.  Build the ``host_plan`` of the 16 GB mode with a
-    host witness for this budget (``prove``)."""
+    """The smallest SpMV budget of ``_h_on_device`` (``pce.spmv_budgets``:
+    B's, beside a's and b's device vectors) for a circuit of ``rows`` rows
+    and ``batch`` instances, or None where ``budget`` cannot hold its three
+    vectors and a line.  Its ``host_plan``: ``device_h_plan``."""
     log_m = domain_log(rows)
     like = np.empty((Fr.L, batch, 1 << log_m), np.uint32)
     try:
         resident_chunks(like, log_m, budget, held=3)
     except ValueError:
         return None
-    sb = pce.spmv_budget(batch, budget, 1 << log_m, 2)
+    sb = min(pce.spmv_budgets(batch, budget, 1 << log_m, DEVICE_H_PLANES))
     return sb if sb > 0 else None
+
+
+def device_h_plan(matrices: pce.Matrices, batch: int, budget: int, dev=None,
+                  **kw) -> pce.HostPlan:
+    """``pce.host_plan`` of ``_h_on_device``'s SpMV within ``budget`` (a and b
+    into the device, of the domain's length; ``kw``: ``host_plan``'s)."""
+    return pce.host_plan(matrices, batch, budget, dev, on_device=DEVICE_H_PLANES,
+                         length=1 << domain_log(matrices.rows), **kw)
 
 
 def out_of_core_plan(matrices: pce.Matrices, budget: int, dev=None, *,
@@ -947,16 +957,16 @@ def out_of_core_plan(matrices: pce.Matrices, budget: int, dev=None, *,
     """The 16 GB mode's SpMV row blocks for one instance (``pce.host_plan``,
     prepared where the host has room beside ``out_of_core_host_bytes``),
     built once per circuit and passed to every ``prove`` as ``host_plan``.
-    With ``host_witness`` they are planned for ``device_h_budget`` (the
-    device h's SpMV beside a's and b's vectors), where that budget holds
-    them; else, and as the fallback, for the whole ``budget`` (the
-    two-vector h).  ValueError where not even ``budget`` holds a matrix's
-    smallest block."""
+    With ``host_witness`` they are planned for the device h
+    (``device_h_plan``: a's and b's results on the device), where the
+    budget holds it (``device_h_budget``); else, and as the fallback, for
+    the two-vector h (all results in host memory).  ValueError where not
+    even ``budget`` holds a matrix's smallest block."""
     sb = device_h_budget(matrices.rows, 1, budget) if host_witness else None
     working = out_of_core_host_bytes(matrices.rows)
     if sb is not None:
         try:
-            return pce.host_plan(matrices, 1, sb, dev, prepared=None, working=working)
+            return device_h_plan(matrices, 1, budget, dev, prepared=None, working=working)
         except ValueError as e:
             log.info("the device h's row blocks do not fit beside its vectors (%s): the "
                      "proofs take the two-vector h", e)
@@ -965,25 +975,27 @@ def out_of_core_plan(matrices: pce.Matrices, budget: int, dev=None, *,
 
 def _device_h_plan(matrices: pce.Matrices, batch: int, budget: int, host_plan=None):
     """The SpMV's ``pce.HostPlan`` for ``_h_on_device`` within ``budget``:
-    ``host_plan`` where it was built for ``device_h_budget``, else one cut
-    per call; None where the budget holds no such plan (its two vectors,
-    the element-major witness and the smallest row blocks) or not the three
-    vectors."""
-    sb = device_h_budget(matrices.rows, batch, budget)
-    if sb is None:
+    ``host_plan`` where it is one (``device_h_plan`` for this batch and
+    budget), else one cut per call; None where the budget holds no such
+    plan (its two vectors, the element-major witness and the smallest row
+    blocks) or not the three vectors."""
+    if device_h_budget(matrices.rows, batch, budget) is None:
         return None
-    if host_plan is not None and host_plan.budget == sb:
+    if host_plan is not None and (host_plan.batch, host_plan.budget, host_plan.on_device) == (
+            batch, budget, DEVICE_H_PLANES):
         return host_plan
     try:
-        return pce.host_plan(matrices, batch, sb, prepared=False)
+        return device_h_plan(matrices, batch, budget, prepared=False)
     except ValueError:
         return None
 
 
 def _plan_for(host_plan, budget: int):
-    """``host_plan`` where it was built for the SpMV's ``budget``, else None
-    (``pce.evaluate_host`` then cuts its blocks per call)."""
-    return host_plan if host_plan is not None and host_plan.budget == budget else None
+    """``host_plan`` where it was built for the SpMV's ``budget`` with every
+    result in host memory, else None (``pce.evaluate_host`` then cuts its
+    blocks per call)."""
+    return host_plan if host_plan is not None and host_plan.budget == budget \
+        and not host_plan.on_device else None
 
 
 def _h_on_device(matrices: pce.Matrices, w: np.ndarray, log_m: int, budget: int, lap,
@@ -998,7 +1010,8 @@ def _h_on_device(matrices: pce.Matrices, w: np.ndarray, log_m: int, budget: int,
     m = 1 << log_m
     n1 = 1 << FS.default_log_n1(log_m)
     a, b, c = lap("spmv", pce.evaluate_host(matrices, w, budget, length=m, plan=plan,
-                                            on_device=(0, 1), plane_shape=(n1, m // n1)))
+                                            on_device=DEVICE_H_PLANES,
+                                            plane_shape=(n1, m // n1)))
 
     def checked(first):
         _refuse_unsatisfied(matrices, lap("check", first))

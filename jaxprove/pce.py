@@ -376,17 +376,18 @@ def _plan(m: Matrices, rbs: list, batch: int, budget: int) -> list[Plan] | None:
     return [Plan(bl, shape) for bl in blocks]
 
 
-def _plans(m: Matrices, rbs: list, batch: int, budget: int) -> list[Plan]:
-    """``plan_blocks`` over the RowBlocks of A, B, C: matrices of one
-    ``ops.spmv.block_signature`` planned together (one shape, one
-    program), or each alone where their one-row blocks together do not fit."""
-    sigs = [spmv.block_signature(rb.m) for rb in rbs]
+def _plans(m: Matrices, rbs: list, batch: int, budgets) -> list[Plan]:
+    """``plan_blocks`` over the RowBlocks of A, B, C, matrix k within
+    ``budgets[k]``: matrices of one ``ops.spmv.block_signature`` and one
+    budget planned together (one shape, one program), or each alone where
+    their one-row blocks together do not fit."""
+    sigs = [(spmv.block_signature(rb.m), b) for rb, b in zip(rbs, budgets)]
     plans = {}
     for sig in dict.fromkeys(sigs):
         same = [i for i, s in enumerate(sigs) if s == sig]
-        joint = _plan(m, [rbs[i] for i in same], batch, budget)
+        joint = _plan(m, [rbs[i] for i in same], batch, sig[1])
         for k, i in enumerate(same):
-            plans[i] = joint[k] if joint else _plan_alone(m, rbs[i], "abc"[i], batch, budget)
+            plans[i] = joint[k] if joint else _plan_alone(m, rbs[i], "abc"[i], batch, sig[1])
     return [plans[i] for i in range(len(rbs))]
 
 
@@ -424,13 +425,23 @@ class HostPlan(NamedTuple):
     (``ops.transfer.to_pinned``: each proof's puts run at the link's rate),
     or cut from the matrices as each block is needed (``prepared`` False:
     nothing held beyond one block).  A prepared plan holds a second copy of
-    the matrices' arrays in host memory (pinned, on a GPU)."""
+    the matrices' arrays in host memory (pinned, on a GPU).  ``budget``
+    and ``on_device`` are ``evaluate_host``'s; each matrix's blocks are
+    planned within what its evaluation leaves of the budget
+    (``spmv_budgets``: ``budgets``)."""
     plans: tuple
     row_blocks: tuple                 # ops.spmv.RowBlocks of A, B, C
     blocks: tuple | None              # per matrix, per block: a BlockedCSR, or None
     batch: int
     budget: int
     rows: int
+    on_device: tuple = ()
+    length: int | None = None         # the device results' length (None: none there)
+
+    @property
+    def budgets(self) -> tuple:
+        """Per matrix the device bytes its row blocks are planned within."""
+        return spmv_budgets(self.batch, self.budget, self.length or self.rows, self.on_device)
 
     def block(self, k: int, j: int) -> spmv.BlockedCSR:
         """Block j of matrix k (0, 1, 2 = A, B, C), host arrays."""
@@ -441,20 +452,26 @@ class HostPlan(NamedTuple):
 
 
 def host_plan(m: Matrices, batch: int, budget: int, dev=None, *,
+              on_device: tuple = (), length: int | None = None,
               prepared: bool | None = True, pinned: bool | None = None,
               working: int = 0) -> HostPlan:
     """The ``HostPlan`` of m (host arrays, ``to_host``) for ``batch``
-    instances within ``budget`` device bytes (``plan_blocks``; ValueError
-    when a matrix's smallest block does not fit).  ``prepared``: every
+    instances of ``evaluate_host`` within ``budget`` device bytes, with its
+    ``on_device`` and ``length`` (``plan_blocks`` per matrix within
+    ``spmv_budgets``; ValueError when a matrix's smallest block does not
+    fit).  ``prepared``: every
     block cut and padded now, and placed in ``dev``'s pinned host memory
     (``pinned`` as ``ops.transfer.to_pinned``: None on a GPU only); None:
     prepared where the host has room for that copy (about m's bytes) beside
     ``working`` bytes (what each proof allocates there: a, b, c, h) and
     ``memory.HOST_RESERVE``, else cut per call (logged: each proof's SpMV
     is slower, ~3× at 2^23, bench/NOTES.md hypothesis 40)."""
+    on_device = tuple(sorted(set(on_device)))
+    length = (m.rows if length is None else length) if on_device else None   # planes' only
     rbs = tuple(spmv.RowBlocks(x) for x in (m.a, m.b, m.c))
-    plans = tuple(_plans(m, list(rbs), batch, budget))
-    plan = HostPlan(plans, rbs, None, batch, budget, m.rows)
+    plans = tuple(_plans(m, list(rbs), batch,
+                         spmv_budgets(batch, budget, length or m.rows, on_device)))
+    plan = HostPlan(plans, rbs, None, batch, budget, m.rows, on_device, length)
     if prepared is None:
         have = memory.host_available()
         prepared = memory.host_fits(m.nbytes + working, available=have)
@@ -546,13 +563,16 @@ def evaluate_host(m: Matrices, w, budget: int, *, length: int | None = None,
     ``on_device`` (indices of A, B, C: 0, 1, 2): those results stay on the
     device instead, each as its 8 limb planes (a tuple of 8 ``(*batch,
     *plane_shape)`` arrays, default ``(length,)``; ``plane_shape`` must
-    hold ``length`` elements): allocated before anything else (so they keep
-    their places in the device's pool) and written a block at a time
-    (``_write_planes``), never fetched.  They count against ``budget``: the
-    row blocks are planned within what they leave (``spmv_budget``).
+    hold ``length`` elements), written a block at a time
+    (``_write_planes``), never fetched.  They count against ``budget``:
+    the matrices with host results are evaluated first, then those on the
+    device in order, each one's planes allocated just before it, so each
+    matrix's row blocks are planned within what the planes existing by then
+    leave (``spmv_budgets``; bench/NOTES.md hypothesis 85: C's and A's
+    blocks beside no planes and one instead of two, fewer and larger).
 
     Each matrix is evaluated in row blocks (``plan``, a ``HostPlan`` of m
-    for this batch and ``spmv_budget``, prepared once by the caller;
+    for this batch, budget, ``on_device`` and length, prepared once by the caller;
     default one that cuts each block as it goes): the block's rows (ELL
     rows, its long rows' pieces and overflow chunks, ``ops.spmv.row_block``,
     padded to the plan's shape) go to the device, one program (the same for
@@ -582,25 +602,30 @@ def evaluate_host(m: Matrices, w, budget: int, *, length: int | None = None,
                          f"elements")
     if check and on_device:
         raise ValueError("evaluate_host: check needs a, b, c in host memory (on_device empty)")
-    sb = spmv_budget(B, budget, length, len(on_device))
     if plan is None:
-        plan = host_plan(m, B, sb, prepared=False)
-    elif (plan.batch, plan.budget, plan.rows) != (B, sb, m.rows):
-        raise ValueError(f"evaluate_host: a plan for {plan.batch} instances, {plan.budget} "
-                         f"bytes and {plan.rows} rows, called for {B} instances, {sb} "
-                         f"bytes and {m.rows} rows of circuit {m.name!r}")
+        plan = host_plan(m, B, budget, on_device=on_device, length=length, prepared=False)
+    else:
+        got = (plan.batch, plan.budget, plan.on_device, plan.length, plan.rows)
+        want = (B, budget, on_device, length if on_device else None, m.rows)
+        if got != want:
+            raise ValueError(
+                f"evaluate_host: a plan for {got[0]} instances, {got[1]} bytes, results "
+                f"{got[2]} on the device (length {got[3]}) and {got[4]} rows, called for "
+                f"{want[0]} instances, {want[1]} bytes, {want[2]} (length {want[3]}) and "
+                f"{want[4]} rows of circuit {m.name!r}")
     dev = next(iter(w.devices())) if isinstance(w, jax.Array) else jax.devices()[0]
-    planes = {k: tuple(jnp.zeros(batch + plane_shape, jnp.uint32, device=dev)
-                       for _ in range(Fr.L)) for k in on_device}     # first: their places
-    outs = {}
+    planes, outs = {}, {}
     with transfer.copy_pool() as pool:
         if isinstance(w, np.ndarray):
             wt = element_major_host(w.reshape(Fr.L, B, m.num_vars), dev, pool)
         else:
             wt = spmv.element_major_untuned(w.reshape(Fr.L, B, m.num_vars))
         coeffs = jnp.asarray(m.coeffs, device=dev)
-        for k in range(3):
-            if k not in planes:
+        for k in evaluation_order(on_device):
+            if k in on_device:
+                planes[k] = tuple(jnp.zeros(batch + plane_shape, jnp.uint32, device=dev)
+                                  for _ in range(Fr.L))
+            else:
                 outs[k] = np.empty((Fr.L, B, length), np.uint32)
                 outs[k][:, :, m.rows:] = 0
             pending = None                 # pipelined: block j + 1 runs while j comes back
@@ -627,10 +652,26 @@ def evaluate_host(m: Matrices, w, budget: int, *, length: int | None = None,
 
 
 def spmv_budget(batch: int, budget: int, length: int, device_vectors: int = 0) -> int:
-    """The budget ``evaluate_host`` plans its row blocks within (the one a
-    ``HostPlan`` for it is built for): ``budget`` less the ``device_vectors``
-    results it keeps on the device, 32·batch·length bytes each (``on_device``)."""
+    """``budget`` less ``device_vectors`` results kept on the device,
+    32·batch·length bytes each: what is left for the row blocks of a
+    matrix evaluated beside them."""
     return budget - device_vectors * 32 * batch * length
+
+
+def evaluation_order(on_device: tuple) -> list[int]:
+    """The order ``evaluate_host`` evaluates A, B, C (0, 1, 2) in: those
+    with host results first, then those kept on the device."""
+    return [k for k in range(3) if k not in on_device] + sorted(on_device)
+
+
+def spmv_budgets(batch: int, budget: int, length: int, on_device: tuple = ()) -> tuple:
+    """Per matrix (A, B, C) the budget ``evaluate_host`` plans its row blocks
+    within: ``budget`` less the device results that exist while it is
+    evaluated (``evaluation_order``: a host-result matrix beside none, the
+    i-th device one beside i, its own included)."""
+    on = sorted(set(on_device))
+    return tuple(spmv_budget(batch, budget, length, on.index(k) + 1 if k in on else 0)
+                 for k in range(3))
 
 
 WITNESS_PIECE = 1 << 22   # element_major_host: variables per piece (128 MiB at batch 1)

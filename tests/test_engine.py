@@ -551,7 +551,8 @@ def test_groth16_prover_out_of_core_wiring(monkeypatch):
     assert seen["domain"] is None
     # the SpMV's row blocks cut once at load for one instance, handed to every proof of one,
     # planned for the device h (the witness in host memory: the default)
-    assert res.host_plan.batch == 1 and res.host_plan.budget == G.device_h_budget(m.rows, 1, 8000)
+    assert (res.host_plan.batch, res.host_plan.budget, res.host_plan.on_device) == (
+        1, 8000, G.DEVICE_H_PLANES)
     assert res.host_plan.blocks is not None and seen["host_plan"] is res.host_plan
 
 
@@ -745,8 +746,8 @@ def test_engine_out_of_core_proof(tmp_path, host_witness, pinned_key):
     assert res.nbytes < 1 << 16                     # key and matrices in host memory
     assert isinstance(res.pk.h, T.PinnedVector) is pinned_key
     # the row blocks prepared once for the h the proofs run (the device h's budget)
-    assert res.host_plan.budget == (G.device_h_budget(res.matrices.rows, 1, 8000)
-                                    if host_witness else 8000) != 0
+    assert res.host_plan.budget == 8000
+    assert res.host_plan.on_device == (G.DEVICE_H_PLANES if host_witness else ())
     proof = G.proof_from_bytes(ra.proof)
     assert bool(np.all(np.asarray(G.verify(res.vk, ra.public, proof))))
 

@@ -100,8 +100,9 @@ def test_evaluate_host_from_a_host_witness_into_device_planes(random_circuit, la
     """A host witness (put a piece at a time into the element-major copy, the
     last piece overlapping) and A's and B's results left on the device as
     limb planes of the matrix view (written block by block, the padding rows
-    zero), C's in host memory: equal to ``evaluate``; the row blocks planned
-    within the budget less the two device vectors."""
+    zero), C's in host memory: equal to ``evaluate``; C evaluated first with
+    its row blocks planned within the whole budget, then A within the
+    budget less its plane, then B less both (hypothesis 85)."""
     r1cs, w = random_circuit
     m = pce.extract(r1cs, **LAYOUTS[layout])
     host = pce.to_host(m)
@@ -109,17 +110,33 @@ def test_evaluate_host_from_a_host_witness_into_device_planes(random_circuit, la
     n1 = 4
     vectors = 2 * 32 * 2 * length
     sb = 40000 if layout == "ell" else 16000
-    assert pce.spmv_budget(2, sb + vectors, length, 2) == sb
+    vec = vectors // 2
+    # C first beside no planes, then A beside its own, B beside both
+    assert pce.evaluation_order((0, 1)) == [2, 0, 1]
+    assert pce.spmv_budgets(2, sb + vectors, length, (0, 1)) == (sb + vec, sb, sb + vectors)
     n_blocks = sum(len(p.blocks) for p in pce.plan_blocks(host, 2, sb))
     assert n_blocks >= 6
+    plan = pce.host_plan(host, 2, sb + vectors, on_device=(0, 1), length=length,
+                         prepared=False)
+    alone = pce.plan_blocks(host, 2, sb + vectors)
+    assert len(plan.plans[2].blocks) == len(alone[2].blocks) < len(
+        pce.plan_blocks(host, 2, sb)[2].blocks)
+    order = []
+
+    class Spy(pce.HostPlan):
+        def block(self, k, j):
+            order.append(k)
+            return super().block(k, j)
     monkeypatch.setattr(pce, "WITNESS_PIECE", 7)       # 4 pieces of 7 of 22 variables
     assert m.num_vars % 7
     puts, real = [], pce._element_major_into
     monkeypatch.setattr(pce, "_element_major_into",
                         lambda wt, p, at: puts.append(int(at)) or real(wt, p, at))
     a, b, c = pce.evaluate_host(host, np.asarray(w), sb + vectors, length=length,
-                                on_device=(0, 1), plane_shape=(n1, length // n1))
+                                on_device=(0, 1), plane_shape=(n1, length // n1),
+                                plan=Spy(*plan))
     assert puts == [0, 7, 14, m.num_vars - 7]
+    assert order == [k for k in (2, 0, 1) for _ in plan.plans[k].blocks]
     want = pce.evaluate(m, w)
     for got, y in zip((a, b), want):
         assert len(got) == 8 and all(isinstance(p, jax.Array) and p.shape == (2, n1, length // n1)
@@ -127,9 +144,13 @@ def test_evaluate_host_from_a_host_witness_into_device_planes(random_circuit, la
         flat = np.stack([np.asarray(p) for p in got]).reshape(8, 2, length)
         assert np.array_equal(flat[..., :m.rows], np.asarray(y)) and not flat[..., m.rows:].any()
     assert isinstance(c, np.ndarray) and np.array_equal(c[..., :m.rows], np.asarray(want[2]))
-    with pytest.raises(ValueError, match="a plan for"):     # a plan for the whole budget
+    with pytest.raises(ValueError, match="a plan for"):     # a plan for host results only
         pce.evaluate_host(host, w, sb + vectors, length=length, on_device=(0, 1),
                           plan=pce.host_plan(host, 2, sb + vectors, prepared=False))
+    a2, b2, _ = pce.evaluate_host(host, np.asarray(w), sb + vectors, length=length,
+                                  on_device=(0, 1))          # the plan cut per call: the same
+    flat = lambda x: np.stack([np.asarray(p) for p in x]).reshape(8, 2, length)  # noqa: E731
+    assert all(np.array_equal(flat(x), flat(y)) for x, y in ((a2, a), (b2, b)))
     with pytest.raises(ValueError, match="check needs"):
         pce.evaluate_host(host, w, sb + vectors, length=length, on_device=(0,), check=True)
     with pytest.raises(ValueError, match="plane_shape"):
@@ -249,16 +270,21 @@ def test_device_h_falls_back_once_it_runs_out_of_memory(monkeypatch):
 
 def test_out_of_core_plan_budget(random_circuit):
     """``out_of_core_plan``: the whole budget's row blocks, or with a host
-    witness those of ``device_h_budget`` (the device h's SpMV); where that
+    witness the device h's (``device_h_plan``: a and b on the device, each
+    matrix within what the planes existing by then leave); where that
     budget cannot hold them, the whole budget's (the two-vector h);
     ValueError where not even the whole budget holds a block."""
     r1cs, _ = random_circuit
     host = pce.to_host(pce.extract(r1cs, **SMALL))
     big = 10**6
-    assert G.out_of_core_plan(host, big).budget == big
+    p = G.out_of_core_plan(host, big)
+    assert (p.budget, p.on_device, p.budgets) == (big, (), (big, big, big))
     sb = G.device_h_budget(host.rows, 1, big)
     assert sb is not None and sb < big
-    assert G.out_of_core_plan(host, big, host_witness=True).budget == sb
+    p = G.out_of_core_plan(host, big, host_witness=True)
+    vec = 32 << G.domain_log(host.rows)
+    assert (p.budget, p.on_device) == (big, (0, 1))
+    assert p.budgets == (big - vec, big - 2 * vec, big) and min(p.budgets) == sb
     lo, hi = 1, big                          # the least budget whose blocks plan
     while lo < hi:
         mid = (lo + hi) // 2
@@ -267,7 +293,8 @@ def test_out_of_core_plan_budget(random_circuit):
             hi = mid
         except ValueError:
             lo = mid + 1
-    assert G.out_of_core_plan(host, lo, host_witness=True).budget == lo
+    p = G.out_of_core_plan(host, lo, host_witness=True)
+    assert (p.budget, p.on_device) == (lo, ())
     with pytest.raises(ValueError):
         G.out_of_core_plan(host, lo - 1, host_witness=True)
 
@@ -465,14 +492,13 @@ def test_prove_out_of_core_from_a_host_witness(cubic_circuit, monkeypatch):
     """A host witness (hypothesis 83): a and b evaluated into device planes,
     h on the device (``h_coefficients_device``), H's MSM first, then w put
     on the device for the others (stage witness_put): the proof equals the
-    in-core one; the plan built for ``device_h_budget`` is the one used."""
+    in-core one; the plan built by ``device_h_plan`` is the one used."""
     m, w, host_pk, *_ = cubic_circuit
     budget = M.working_set_bytes(G2, 8, 2, 4, M.MSMConfig(**SMALL_MSM))
     want, _ = G.prove(host_pk, m, w, seed=5, msm_config=M.MSMConfig(**SMALL_MSM, budget_bytes=budget))
     host = pce.to_host(m)
     forms = _spy_forms(monkeypatch)
-    sb = G.device_h_budget(m.rows, BATCH, budget)
-    plan = pce.host_plan(host, BATCH, sb)
+    plan = G.device_h_plan(host, BATCH, budget)
     used, real = [], pce.evaluate_host
     monkeypatch.setattr(pce, "evaluate_host",
                         lambda *a, **k: used.append(k["plan"]) or real(*a, **k))

@@ -1,0 +1,68 @@
+"""Where a chunked MSM's host puts go (hypothesis 84's follow-up, bench/NOTES.md
+session 45): a host vector of G1 affine bases (2, 12, N) uint32 put in chunks of
+2^21, from pageable memory (``transfer.put_planes`` on a pool, as ``ops.msm``)
+and from pinned pieces (``transfer.put_range``), each chunk waited for or all in
+flight, and the pinned pieces' raw ``jax.device_put``.  Prints one JSON line per
+case: seconds and GB/s.  ``python3 bench/device/probe_put.py [log_n]``."""
+import json
+import sys
+import time
+
+import jax
+import numpy as np
+
+sys.path.insert(0, __file__.rsplit("/bench/", 1)[0])
+from ops import transfer as T  # noqa: E402
+
+
+def timed(f, reps=3):
+    f()                                   # warm-up (compiles _set_piece, _piece_window)
+    ts = []
+    for _ in range(reps):
+        t = time.perf_counter()
+        f()
+        ts.append(time.perf_counter() - t)
+    return min(ts)
+
+
+def main(log_n=25, log_chunk=21):
+    n, chunk = 1 << log_n, 1 << log_chunk
+    dev = jax.devices()[0]
+    x = np.random.default_rng(0).integers(0, 2**32, (2, 12, n), dtype=np.uint32)
+    gb = x.nbytes / 1e9
+    t = time.perf_counter()
+    pv = T.pin_vector(x, dev)
+    jax.block_until_ready(list(pv.pieces))
+    rows = [{"case": "pin", "s": time.perf_counter() - t}]
+
+    def pageable_each():
+        with T.copy_pool() as pool:
+            for lo in range(0, n, chunk):
+                jax.block_until_ready(T.put_planes(x[..., lo:lo + chunk], pool))
+
+    def pinned_each():
+        for lo in range(0, n, chunk):
+            jax.block_until_ready(T.put_range(pv, lo, lo + chunk))
+
+    def pinned_flight():
+        out = None
+        for lo in range(0, n, chunk):
+            out = T.put_range(pv, lo, lo + chunk)
+        jax.block_until_ready(out)
+
+    def raw_pieces():
+        s = jax.sharding.SingleDeviceSharding(dev)
+        jax.block_until_ready([jax.device_put(p, s) for p in pv.pieces])
+
+    for name, f in (("pageable_each", pageable_each), ("pinned_each", pinned_each),
+                    ("pinned_in_flight", pinned_flight), ("raw_pinned_pieces", raw_pieces)):
+        s = timed(f)
+        rows.append({"case": name, "s": s, "GB_s": gb / s})
+    for r in rows:
+        print(json.dumps({**r, "GB": gb, "n": n, "chunk": chunk, "piece": pv.piece,
+                          "pinned": not isinstance(pv.pieces[0], np.ndarray),
+                          "device": str(dev.device_kind), "jax": jax.__version__}), flush=True)
+
+
+if __name__ == "__main__":
+    main(*(int(a) for a in sys.argv[1:]))

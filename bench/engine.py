@@ -522,17 +522,18 @@ class _Finished:
 def _engine(registry, devices, budget: int | None, msm_budget: int | None, verify: bool,
             keys_dir: str | None, setup_seed: int | None, finished: _Finished,
             prover=None, out_of_core: int | None = None, pce_dir: str | None = None,
-            host_witness: bool | None = None) -> E.Engine:
+            host_witness: bool | None = None, pinned_key: bool = False) -> E.Engine:
     """An engine making real Groth16 proofs (unless another ``prover`` is
     given), setup on first use (CSPRNG unless ``setup_seed``: tests only),
     streaming mode when ``budget``, out of core within ``out_of_core``
     bytes (the 16 GB mode; ``host_witness``: ``Groth16Prover``'s, its
-    witnesses in host memory unless False),
+    witnesses in host memory unless False; ``pinned_key``: its as well),
     PCE matrices from ``pce_dir`` where stored."""
     if prover is None:
         prover = E.Groth16Prover(keys_dir, pce_dir, setup_on_first_use=True, setup_seed=setup_seed,
                                  keys_in_host_memory=budget is not None,
-                                 out_of_core_budget=out_of_core, host_witness=host_witness)
+                                 out_of_core_budget=out_of_core, host_witness=host_witness,
+                                 pinned_key=pinned_key)
     config = E.EngineConfig(budget_bytes=budget, msm_budget_bytes=msm_budget, verify=verify)
     return E.Engine(registry, config, prover, devices, on_finished=finished)
 
@@ -572,13 +573,14 @@ def _preload(eng, kinds, say) -> dict:
 
 
 def _base_record(case, rows, partitions, devices, budget, msm_budget, verify, env, command,
-                 out_of_core=None, host_witness=None):
+                 out_of_core=None, host_witness=None, pinned_key=False):
     return {"case": f"engine.{case}", "rows": rows, "partitions": partitions,
             "devices": len(devices), "device_names": [str(d) for d in devices],
             "budget_bytes": budget, "budget_gib": None if budget is None else budget / GIB,
             "msm_budget_bytes": msm_budget, "keys_in_host_memory": budget is not None,
             "out_of_core_bytes": out_of_core,
             "host_witness": out_of_core is not None and host_witness is not False,
+            "pinned_key": budget is not None and pinned_key,
             "verify": verify, "goals": GOALS, "anchors": ANCHORS,
             "command": command or argv_command(), **env}
 
@@ -706,7 +708,8 @@ def run_porep_shaped(rows: int = DEFAULT_ROWS, partitions: int = DEFAULT_PARTITI
                      keys_dir: str | None = None, setup_seed: int | None = None, seed: int = 0,
                      force: bool = False, env: dict | None = None, out: str | None = None,
                      command: str | None = None, say: Callable = _say, prover=None,
-                     out_of_core_gib: float | None = None, host_witness: bool | None = None) -> Run:
+                     out_of_core_gib: float | None = None, host_witness: bool | None = None,
+        pinned_key: bool = False) -> Run:
     """Latency of one job of ``partitions`` partitions and the throughput of
     ``proofs`` jobs at once (module docstring); emits the records and returns
     the final one with the jobs.  ``seed``: the jobs' input seeds (inputs
@@ -724,7 +727,7 @@ def run_porep_shaped(rows: int = DEFAULT_ROWS, partitions: int = DEFAULT_PARTITI
     budget, msm_budget, ooc = _budgets(counts, budget_gib, msm_budget_gib, out_of_core_gib)
     env = environment() if env is None else env
     rec = _base_record("porep_shaped", rows, partitions, devs, budget, msm_budget, verify, env,
-                       command, ooc, host_witness)
+                       command, ooc, host_witness, pinned_key)
     rec.update(phase="plan", proofs=proofs, topology=spec.topology, shape=shape._asdict(),
                num_vars=counts.num_vars, bit_vars=counts.bit_vars)
     from bench import filecoin as BF
@@ -740,7 +743,7 @@ def run_porep_shaped(rows: int = DEFAULT_ROWS, partitions: int = DEFAULT_PARTITI
 
     finished = _Finished()
     eng = _engine(E.Registry([spec]), devs, budget, msm_budget, verify, keys_dir, setup_seed,
-                  finished, prover, ooc, host_witness=host_witness)
+                  finished, prover, ooc, host_witness=host_witness, pinned_key=pinned_key)
     rng = random.Random(seed)
     jobs, inputs_of = _latency_and_throughput(eng, spec, lambda: job_inputs(rng, partitions),
                                               partitions, proofs, rec, devs, finished, out, say)
@@ -754,7 +757,8 @@ def run_kind(kind: str, size: str, proofs: int = 5, budget_gib: float | None = N
              force: bool = False, env: dict | None = None, out: str | None = None,
              command: str | None = None, say: Callable = _say, prover=None,
              out_of_core_gib: float | None = None, circuit_dir: str | None = None,
-             host_witness: bool | None = None) -> Run:
+             host_witness: bool | None = None,
+        pinned_key: bool = False) -> Run:
     """``porep_shaped``'s latency and throughput for a registered Filecoin
     kind at a sector size (``jaxprove.filecoin_kinds``: the real circuit;
     PoRep 32GiB is 10 partitions of 130,278,541 rows).  Every job proves the
@@ -782,7 +786,7 @@ def run_kind(kind: str, size: str, proofs: int = 5, budget_gib: float | None = N
     budget, msm_budget, ooc = _budgets(counts, budget_gib, msm_budget_gib, out_of_core_gib)
     env = environment() if env is None else env
     rec = _base_record(f"{kind}", counts.rows, None, devs, budget, msm_budget, verify, env,
-                       command, ooc, host_witness)
+                       command, ooc, host_witness, pinned_key)
     rec.update(phase="plan", proofs=proofs, kind=kind, size=size, topology=spec.topology,
                inputs="one synthetic sector, proved by every job (fresh r, s each)")
     est, why = plan_case([kind_plan(kind, counts, budget, msm_budget, ooc)], budget,
@@ -801,7 +805,7 @@ def run_kind(kind: str, size: str, proofs: int = 5, budget_gib: float | None = N
     finished = _Finished()
     eng = _engine(E.Registry([spec]), devs, budget, msm_budget, verify, keys_dir, setup_seed,
                   finished, prover, ooc, pce_dir=circuit_dir,
-                  host_witness=host_witness)
+                  host_witness=host_witness, pinned_key=pinned_key)
     jobs, inputs_of = _latency_and_throughput(eng, spec, lambda: inputs, partitions, proofs,
                                               rec, devs, finished, out, say)
     return _finish(rec, out, kind, jobs, inputs_of)
@@ -837,7 +841,8 @@ def run_mixed(rows: int = DEFAULT_ROWS, partitions: int = DEFAULT_PARTITIONS,
               keys_dir: str | None = None, setup_seed: int | None = None, seed: int = 0,
               force: bool = False, env: dict | None = None, out: str | None = None,
               command: str | None = None, say: Callable = _say, prover=None,
-              out_of_core_gib: float | None = None, host_witness: bool | None = None) -> Run:
+              out_of_core_gib: float | None = None, host_witness: bool | None = None,
+        pinned_key: bool = False) -> Run:
     """PoRep-shaped jobs kept in flight while WinningPoSt (and WindowPoSt)
     jobs arrive (module docstring); emits the records and returns the final
     one with the jobs.  ``window_every`` None or 0: no WindowPoSt jobs (the
@@ -860,7 +865,7 @@ def run_mixed(rows: int = DEFAULT_ROWS, partitions: int = DEFAULT_PARTITIONS,
     budget, msm_budget, ooc = _budgets(counts, budget_gib, msm_budget_gib, out_of_core_gib)
     env = environment() if env is None else env
     rec = _base_record("mixed", rows, partitions, devs, budget, msm_budget, verify, env, command,
-                       ooc, host_witness)
+                       ooc, host_witness, pinned_key)
     rec.update(phase="plan", topology=spec.topology, shape=shape._asdict(), post=post,
                post_kinds={k: f"{s.kind}/{s.sector_size}" for k, s in posts.items()},
                post_topologies={k: s.topology for k, s in posts.items()},
@@ -884,7 +889,8 @@ def run_mixed(rows: int = DEFAULT_ROWS, partitions: int = DEFAULT_PARTITIONS,
 
     finished = _Finished()
     eng = _engine(E.Registry([spec, *posts.values()]), devs, budget, msm_budget, verify,
-                  keys_dir, setup_seed, finished, prover, ooc, host_witness=host_witness)
+                  keys_dir, setup_seed, finished, prover, ooc, host_witness=host_witness,
+                  pinned_key=pinned_key)
     rng = random.Random(seed)
     say("making the PoSt inputs")
     pool = {k: [s.synthetic(rng) for _ in range(2)] for k, s in posts.items()}
@@ -994,6 +1000,9 @@ def main(argv=None):
                     const=False, default=None,
                     help="with --out-of-core-gb: every witness on the device (by default they "
                          "wait in host memory and h is computed on the device, hypothesis 83)")
+    ap.add_argument("--pinned-key", action="store_true",
+                    help="with --budget-gb: the held key's host vectors in pinned host memory "
+                         "(Groth16Prover(pinned_key=True), hypothesis 84)")
     ap.add_argument("--devices", type=int, default=1, help="local devices (one worker each)")
     ap.add_argument("--winning", type=int, default=10, help="mixed: WinningPoSt jobs")
     ap.add_argument("--winning-every", type=float, default=5.0, help="mixed: seconds apart")
@@ -1018,7 +1027,7 @@ def main(argv=None):
     common = dict(rows=a.rows, partitions=a.partitions, budget_gib=a.budget_gb,
                   msm_budget_gib=a.msm_budget_gb, out_of_core_gib=a.out_of_core_gb, devices=a.devices, verify=not a.no_verify,
                   keys_dir=a.keys_dir, seed=a.seed, force=a.force, out=a.out,
-                  host_witness=a.host_witness)
+                  host_witness=a.host_witness, pinned_key=a.pinned_key)
     try:
         if a.case == "porep_shaped":
             run_porep_shaped(proofs=a.proofs, **common)

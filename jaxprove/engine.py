@@ -581,7 +581,7 @@ class Groth16Prover:
                       setup_seed=None, memory_mode: str = "auto",
                       msm_budget_bytes: int | None = None, out_of_core_bytes: int | None = None,
                       budget_bytes: int | None = None,
-                      host_witness: bool = True) -> "Groth16Prover":
+                      host_witness: bool = True, pinned_key: bool = False) -> "Groth16Prover":
         """The prover of the daemon's and ``scripts/prove_batch.py``'s
         settings.  ``memory_mode`` "auto" (their default): a budget given
         names the mode of every circuit (``out_of_core_bytes``: the 16 GB
@@ -590,15 +590,17 @@ class Groth16Prover:
         residency budget).  A mode named (``modes.MODES``) is every
         circuit's, with the budgets given or suggested.  ``host_witness``:
         the 16 GB mode's witnesses wait in host memory (hypothesis 83), the
-        other modes' on the device; False: every witness on the device."""
+        other modes' on the device; False: every witness on the device.
+        ``pinned_key``: ``Groth16Prover``'s."""
         common = (keys_dir, pce_dir, setup_on_first_use, setup_seed)
         host_witness = None if host_witness else False
         if memory_mode == "auto" and (msm_budget_bytes is not None
                                       or out_of_core_bytes is not None):
             return cls(*common, keys_in_host_memory=True, out_of_core_budget=out_of_core_bytes,
-                       host_witness=host_witness)
+                       host_witness=host_witness, pinned_key=pinned_key)
         return cls(*common, out_of_core_budget=out_of_core_bytes, memory_mode=memory_mode,
-                   resident_budget=budget_bytes, host_witness=host_witness)
+                   resident_budget=budget_bytes, host_witness=host_witness,
+                   pinned_key=pinned_key)
 
     def _record(self, spec):
         with self._lock:

@@ -233,7 +233,10 @@ def test_porep_shaped_case_with_stand_in_prover(tmp_path):
     assert eng.prover.host_witness is None                      # the default: on
     eng = B._engine(E.Registry([B.porep_shaped_spec(ROWS)]), jax.devices()[:1], 1 << 30,
                     1 << 28, True, None, None, B._Finished(), None, 1 << 29, host_witness=False)
-    assert eng.prover.host_witness is False
+    assert eng.prover.host_witness is False and eng.prover.pinned_key is False
+    eng = B._engine(E.Registry([]), jax.devices()[:1], 1 << 30, 1 << 28, True, None, None,
+                    B._Finished(), None, 1 << 29, pinned_key=True)
+    assert eng.prover.pinned_key is True
     with pytest.raises(ValueError, match="host_witness is a form of the 16 GB mode"):
         B._engine(E.Registry([B.porep_shaped_spec(ROWS)]), jax.devices()[:1], 1 << 30,
                   1 << 28, True, None, None, B._Finished(), None, None, host_witness=True)

@@ -697,6 +697,11 @@ def test_groth16_prover_memory_mode_auto(monkeypatch):
         assert E.Groth16Prover.from_settings("stored", host_witness=False, **kw).host_witness \
             is False
     assert D.load_config().host_witness and not D.load_config(host_witness=False).host_witness
+    # pinned_key: off unless asked for, in every mode
+    for kw in ({}, {"out_of_core_bytes": 7}, {"memory_mode": "out-of-core"}):
+        assert E.Groth16Prover.from_settings("stored", **kw).pinned_key is False
+        assert E.Groth16Prover.from_settings("stored", pinned_key=True, **kw).pinned_key is True
+    assert not D.load_config().pinned_key and D.load_config(pinned_key=True).pinned_key
     with pytest.raises(ValueError, match="memory_mode 'streaming' decides where the keys live"):
         settings(memory_mode="streaming", out_of_core_bytes=7)
     with pytest.raises(ValueError, match="memory_mode must be one of"):

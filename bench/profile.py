@@ -20,9 +20,7 @@ kernel).  Cases:
   within G GiB, in chunks as the proof's msm_h; with ``--host`` too, bases
   and scalars in host memory and no 0/1 split: the 16 GB mode's msm_h, its
   spans ``msm.put``, ``msm.chunk``, ``msm.wait``; ``--pinned`` with it: the
-  bases as a ``transfer.PinnedVector``, hypothesis 84; ``--overlap``: each
-  chunk's puts on a thread beside the previous chunk, ``MSMConfig.overlap_puts``,
-  hypothesis 86);
+  bases as a ``transfer.PinnedVector``, hypothesis 84);
 * ``spmv_host`` / ``h_resident``: the 16 GB mode's spmv and ntt stages:
   ``pce.evaluate_host`` of a Filecoin circuit (as ``spmv``) within
   ``--budget-gib`` (default 9) over its prepared ``pce.host_plan``, the
@@ -89,7 +87,7 @@ def stage(case: str, log_n: int = 20, kind: str = "porep", size: str = "2KiB",
           challenges: int | None = None, circuit_dir: str | None = None,
           passes: str | None = None, form: str | None = None, window: int | None = None,
           budget_gib: float | None = None, curve: str = "G1", host_inputs: bool = False,
-          pinned: bool = False, overlap: bool = False):
+          pinned: bool = False):
     """(function, arguments, size label) of a case (module docstring)."""
     from jaxprove import groth16 as G
     from ops import ntt as N
@@ -118,9 +116,7 @@ def stage(case: str, log_n: int = 20, kind: str = "porep", size: str = "2KiB",
         s = _vector(jax.random.fold_in(key, 1), 1 << log_n)
         cfg = M.default_config(bases)
         cfg = dataclasses.replace(cfg, window=window, budget_bytes=None if budget_gib is None
-                                  else int(budget_gib * 2**30), overlap_puts=overlap)
-        if overlap and not host_inputs:
-            raise ValueError("profile: --overlap is a form of --host")
+                                  else int(budget_gib * 2**30))
         if host_inputs and budget_gib is None:
             raise ValueError("profile: --host streams the MSM's inputs: it needs --budget-gib")
         if pinned and not host_inputs:
@@ -136,8 +132,7 @@ def stage(case: str, log_n: int = 20, kind: str = "porep", size: str = "2KiB",
         return ((lambda b, s: M.msm(C, b, s, cfg)), (bases, s),
                 f"{curve} 2^{log_n}, c={c}, chunks of 2^{chunk.bit_length() - 1}"
                 + (", host bases and scalars" if host_inputs else "")
-                + (", the bases pinned" if pinned else "")
-                + (", puts overlapped" if overlap else ""))
+                + (", the bases pinned" if pinned else ""))
     budget = int((9 if budget_gib is None else budget_gib) * 2**30)
     if case == "h_resident":
         abc = [np.array(_vector(jax.random.fold_in(key, i), 1 << log_n)) for i in range(3)]
@@ -248,13 +243,13 @@ def profile(case: str, log_n: int = 20, reps: int = 3, kind: str = "porep", size
             challenges: int | None = None, top: int = 25, circuit_dir: str | None = None,
             passes: str | None = None, form: str | None = None, window: int | None = None,
             budget_gib: float | None = None, curve: str = "G1", host_inputs: bool = False,
-            pinned: bool = False, overlap: bool = False) -> dict:
+            pinned: bool = False) -> dict:
     """One case: timed (``time_fn``, 5 repetitions after a warm-up), then
     ``reps`` calls traced and summarized (``summarize``)."""
     if reps < 1:
         raise ValueError(f"profile: reps must be >= 1, got {reps}")
     fn, args, label = stage(case, log_n, kind, size, challenges, circuit_dir, passes, form,
-                            window, budget_gib, curve, host_inputs, pinned, overlap)
+                            window, budget_gib, curve, host_inputs, pinned)
     timing = time_fn(fn, args, reps=5, target_s=0.0)
     d = tempfile.mkdtemp(prefix="jaxprove-profile-")
     try:
@@ -297,9 +292,6 @@ def main(argv=None):
                          "--budget-gib (the 16 GB mode's msm_h)")
     ap.add_argument("--pinned", action="store_true",
                     help="msm --host: the bases in pinned host memory (hypothesis 84)")
-    ap.add_argument("--overlap", action="store_true",
-                    help="msm --host: each chunk's puts on a thread beside the previous "
-                         "chunk (MSMConfig.overlap_puts, hypothesis 86)")
     ap.add_argument("--reps", type=int, default=3, help="calls traced")
     ap.add_argument("--top", type=int, default=25)
     ap.add_argument("--cache", action="store_true", help="persistent compilation cache")
@@ -311,8 +303,7 @@ def main(argv=None):
         from jaxprove.cache import enable_compilation_cache
         enable_compilation_cache()
     rec = profile(a.case, a.log_n, a.reps, a.kind, a.size, a.challenges, a.top, a.circuit_dir,
-                  a.passes, a.form, a.window, a.budget_gib, a.curve, a.host, a.pinned,
-                  a.overlap)
+                  a.passes, a.form, a.window, a.budget_gib, a.curve, a.host, a.pinned)
     emit({**rec, "command": argv_command(), **environment()}, a.out)
 
 

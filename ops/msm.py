@@ -63,7 +63,6 @@ outside [0, r)); result projective ``(3, *fp, *batch)``.
 """
 from __future__ import annotations
 
-import concurrent.futures
 import dataclasses
 import functools
 import math
@@ -150,10 +149,7 @@ class MSMConfig:
     parallel lanes), the group sums added per window (G·W sums), then Horner
     over the windows (``horner``'s last step: c·(W − 1) doublings on G lanes)
     (bench/NOTES.md hypothesis 74: the 265-bit form was 9.0 of 145.7 ms at
-    2^24 on an H100); overlap_puts: a chunked MSM puts chunk k + 1's host
-    inputs on a thread while chunk k is dispatched and runs (``_in_chunks``;
-    bench/NOTES.md hypothesis 86: the dispatch waits for the device, so the
-    puts and the compute serialize)."""
+    2^24 on an H100)."""
     window: int | None = None
     lanes: int = 1 << 19
     small_lanes: int = 1 << 14
@@ -170,7 +166,6 @@ class MSMConfig:
     bucket_weight: float | None = None
     fused_running: bool = False
     small_weights: bool = False
-    overlap_puts: bool = False
 
     def __post_init__(self):
         check_max_registers(self.walk_registers)
@@ -865,52 +860,24 @@ def streaming_bytes(curve: Curve, G: int, host_bases: bool, host_scalars: bool):
                       + (2 * G * k * 32 if host_scalars else 0))
 
 
-def _in_chunks(n: int, chunk: int, put, step, acc, on_chunk=None, overlap: bool = False):
-    """acc ← step(acc, put(lo, hi)) over [0, N) in chunks [lo, hi), at most
-    two in flight: chunk k's inputs are put (``put``: its bases and scalars
-    on the device, for host inputs) only once chunk k − 2 has finished, so
-    its buffers are free.  Without the wait the host loop runs ahead of the
-    device and every chunk's inputs land on the device at once (the whole
-    vector: the budget ignored).
-    ``overlap`` (bench/NOTES.md hypothesis 86): chunk k + 1's put runs on a
-    thread of its own while chunk k is dispatched and runs, once chunk
-    k − 1 has finished (so still at most two chunks' inputs on the device);
-    else each put runs just before its chunk's dispatch, on this thread.
+def _in_chunks(n: int, chunk: int, step, acc, on_chunk=None):
+    """acc ← step(lo, hi, acc) over [0, N) in chunks, at most two in flight:
+    before chunk k is dispatched (its bases copied to the device, for host
+    bases) chunk k − 2 has finished, so its buffers are free.  Without the
+    wait the host loop runs ahead of the device and every chunk's bases land
+    on the device at once (the whole vector: the budget ignored).
     ``on_chunk()``, if given, is called before every chunk but the first: an
     interruption point (the engine runs a more urgent proof there)."""
-    bounds = [(lo, min(n, lo + chunk)) for lo in range(0, n, chunk)]
-    pending, ahead, nxt = [], None, None
-    if overlap and len(bounds) > 1:
-        ahead = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="msm-put")
-    try:
-        for k, (lo, hi) in enumerate(bounds):
-            if k and on_chunk is not None:
-                on_chunk()
-            if len(pending) == 2:
-                with span("msm.wait"):
-                    jax.block_until_ready(pending.pop(0))
-            inputs = nxt.result() if nxt is not None else _put_after(None, put, lo, hi)
-            nxt = None
-            with span("msm.chunk"):
-                acc = step(acc, inputs)
-            del inputs
-            if ahead is not None and k + 1 < len(bounds):
-                nxt = ahead.submit(_put_after, pending[-1] if pending else None, put,
-                                   *bounds[k + 1])
-            pending.append(acc)
-    finally:
-        if ahead is not None:
-            ahead.shutdown(wait=True)
+    pending = []
+    for lo in range(0, n, chunk):
+        if lo and on_chunk is not None:
+            on_chunk()
+        if len(pending) == 2:
+            with span("msm.wait"):
+                jax.block_until_ready(pending.pop(0))
+        acc = step(lo, min(n, lo + chunk), acc)
+        pending.append(acc)
     return acc
-
-
-def _put_after(prev, put, lo: int, hi: int):
-    """put(lo, hi) once ``prev`` (a chunk's result, or None) is ready."""
-    if prev is not None:
-        with span("msm.wait"):
-            jax.block_until_ready(prev)
-    with span("msm.put"):
-        return put(lo, hi)
 
 
 def many_working_set_bytes(curve: Curve, sizes, batch: int, n_out: int, c: int,
@@ -1071,16 +1038,16 @@ def msm(curve: Curve, bases, scalars, config: MSMConfig | None = None, on_chunk=
         out = _msm_jit(curve, _to_device(bases), _to_device(s), c, _traced(cfg))
         return out.reshape(curve.proj + batch)
 
-    def put(lo, hi):
-        return (_host_chunk(bases, lo, hi, chunk, pool),
-                _to_device(_pad_last(s[..., lo:hi], chunk), pool))
-
-    def step(buckets, inputs):
-        return _chunk_jit(curve, *inputs, c, _traced(cfg), buckets)
+    def step(lo, hi, buckets):
+        with span("msm.put"):
+            b = _host_chunk(bases, lo, hi, chunk, pool)
+            sc = _to_device(_pad_last(s[..., lo:hi], chunk), pool)
+        with span("msm.chunk"):
+            return _chunk_jit(curve, b, sc, c, _traced(cfg), buckets)
 
     with transfer.copy_pool() as pool:     # one for every chunk's puts
-        buckets = _in_chunks(n, chunk, put, step, curve.identity((bucket_count(c, G),)),
-                             on_chunk, cfg.overlap_puts)
+        buckets = _in_chunks(n, chunk, step, curve.identity((bucket_count(c, G),)),
+                             on_chunk)
     return _reduce_jit(curve, buckets, G, c, _traced(cfg)).reshape(curve.proj + batch)
 
 
@@ -1125,15 +1092,15 @@ def bits_sum(curve: Curve, bases, bits, config: MSMConfig | None = None, on_chun
     chunk = _chunk_size(n, lambda k: bits_working_set_bytes(curve, k, G, cfg)
                         + streaming_bytes(curve, G, host, False)(k), cfg.budget_bytes, "bits_sum")
 
-    def put(lo, hi):
-        return _host_chunk(bases, lo, hi, chunk, pool), _pad_last(bits[:, lo:hi], chunk)
-
-    def step(acc, inputs):
-        return _bits_add_jit(curve, *inputs, _traced(cfg), acc)
+    def step(lo, hi, acc):
+        f = _pad_last(bits[:, lo:hi], chunk)
+        with span("msm.put"):
+            b = _host_chunk(bases, lo, hi, chunk, pool)
+        with span("msm.chunk"):
+            return _bits_add_jit(curve, b, f, _traced(cfg), acc)
 
     with transfer.copy_pool() as pool:     # one for every chunk's puts
-        out = _in_chunks(n, chunk, put, step, curve.identity((G,)), on_chunk,
-                         cfg.overlap_puts)
+        out = _in_chunks(n, chunk, step, curve.identity((G,)), on_chunk)
     return out.reshape(curve.proj + batch)
 
 

@@ -62,14 +62,8 @@ def test_profile_msm_of_either_group():
     assert np.array_equal(s, s2)          # the same inputs: the same sum, pinned or not
     from ops.curve import G1
     assert G1.to_affine_ints(fn(bases, s)) == G1.to_affine_ints(plain(host, s))
-    over, (b3, s3), label = P.stage("msm", log_n=8, budget_gib=1e-3, host_inputs=True,
-                                    pinned=True, overlap=True)   # hypothesis 86's
-    assert label.endswith("the bases pinned, puts overlapped") and "chunks of 2^" in label
-    assert G1.to_affine_ints(over(b3, s3)) == G1.to_affine_ints(plain(host, s))
     with pytest.raises(ValueError, match="--pinned is a form of --host"):
         P.stage("msm", log_n=3, pinned=True)
-    with pytest.raises(ValueError, match="--overlap is a form of --host"):
-        P.stage("msm", log_n=3, overlap=True)
 
 
 def test_profile_the_16gb_modes_host_stages_names_their_spans(tmp_path):

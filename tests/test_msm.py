@@ -276,65 +276,21 @@ def test_to_device_copies_host_slices_row_by_row(shape):
 
 
 def test_in_chunks_keeps_at_most_two_in_flight(monkeypatch):
-    """_in_chunks puts chunk k's inputs only once chunk k − 2 has finished,
-    then dispatches it; with ``overlap`` chunk k + 1's put runs on another
-    thread once chunk k − 1 has finished (hypothesis 86), never more than two
-    chunks' inputs out at once, and the result is the same."""
-    import threading
+    """_in_chunks waits for chunk k − 2 before dispatching chunk k."""
     events = []
     monkeypatch.setattr(M.jax, "block_until_ready", lambda x: events.append(("wait", x)))
 
-    def put(lo, hi):
-        events.append(("put", lo))
-        return lo
-
-    def step(acc, lo):
+    def step(lo, hi, acc):
         events.append(("run", lo))
         return lo
 
-    assert M._in_chunks(10, 2, put, step, None) == 8
-    assert events == [("put", 0), ("run", 0), ("put", 2), ("run", 2), ("wait", 0),
-                      ("put", 4), ("run", 4), ("wait", 2), ("put", 6), ("run", 6),
-                      ("wait", 4), ("put", 8), ("run", 8)]
+    assert M._in_chunks(10, 2, step, None) == 8
+    assert events == [("run", 0), ("run", 2), ("wait", 0), ("run", 4), ("wait", 2),
+                      ("run", 6), ("wait", 4), ("run", 8)]
     events.clear()           # the interruption point: before every chunk but the first
-    assert M._in_chunks(6, 2, put, step, None, lambda: events.append(("yield", None))) == 4
-    assert events == [("put", 0), ("run", 0), ("yield", None), ("put", 2), ("run", 2),
-                      ("yield", None), ("wait", 0), ("put", 4), ("run", 4)]
-
-    # overlapped: each put after its chunk k - 1's wait, on the put thread; runs in order
-    lock, threads, out = threading.Lock(), set(), []
-
-    def put2(lo, hi):
-        with lock:
-            threads.add(threading.current_thread().name)
-            out.append(("put", lo))
-        return lo
-
-    def step2(acc, lo):
-        with lock:
-            out.append(("run", lo))
-        return lo
-
-    def wait(x):
-        with lock:
-            out.append(("wait", x))
-
-    monkeypatch.setattr(M.jax, "block_until_ready", wait)
-    assert M._in_chunks(10, 2, put2, step2, None, overlap=True) == 8
-    runs = [lo for e, lo in out if e == "run"]
-    assert runs == [0, 2, 4, 6, 8]
-    for lo in (2, 4, 6, 8):                  # put k + 1 after run k ...
-        assert out.index(("put", lo)) > out.index(("run", lo - 2))
-    for lo in (4, 6, 8):                     # ... and after chunk k − 1 was waited for
-        assert ("wait", lo - 4) in out[:out.index(("put", lo))]
-    assert any(t.startswith("msm-put") for t in threads)
-    # a put's error reaches the caller
-    def bad(lo, hi):
-        if lo == 4:
-            raise RuntimeError("put failed")
-        return lo
-    with pytest.raises(RuntimeError, match="put failed"):
-        M._in_chunks(10, 2, bad, step2, None, overlap=True)
+    assert M._in_chunks(6, 2, step, None, lambda: events.append(("yield", None))) == 4
+    assert events == [("run", 0), ("yield", None), ("run", 2), ("yield", None), ("wait", 0),
+                      ("run", 4)]
 
 
 def test_split_scalar_gathers_stay_small():

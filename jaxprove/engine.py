@@ -750,7 +750,7 @@ class Groth16Prover:
         import jax
 
         from jaxprove import groth16 as G
-        from jaxprove import memory, pce
+        from jaxprove import memory
         from ops import ntt as N
         m = self._host_matrices(spec)
         # refused before anything is placed where the device cannot hold even the mode's floor

@@ -498,6 +498,21 @@ def test_groth16_prover_refuses_a_circuit_the_device_cannot_hold(monkeypatch, tm
     assert placed == []                      # refused before any key was read or placed
 
 
+def _cubic_zero_keys():
+    """(spec, matrices, (pk, vk)) of ``cubic_spec(2)`` with all-zero keys of
+    the right shapes: for wiring tests that load a key and never prove."""
+    from jaxprove import groth16 as G
+    from jaxprove import pce
+    spec = E.cubic_spec(2)
+    m = pce.extract(spec.record())
+    nv, na, nh = m.num_vars, m.num_aux, (1 << G.domain_log(m.rows)) - 1
+    z = lambda *shape: np.zeros(shape, np.uint32)  # noqa: E731
+    pk = G.ProvingKey(z(2, 12), z(2, 12), z(2, 2, 12), z(2, 12), z(2, 2, 12), z(2, 12, nv),
+                      z(2, 12, nv), z(2, 2, 12, nv), z(2, 12, na), z(2, 12, nh))
+    vk = G.VerifyingKey(z(2, 12), z(2, 2, 12), z(2, 2, 12), z(2, 2, 12), z(2, 12, m.num_inputs))
+    return spec, m, (pk, vk)
+
+
 def test_groth16_prover_out_of_core_wiring(monkeypatch):
     """What the 16 GB mode changes in the engine's prover, without proving
     (the proof itself: tests/test_out_of_core.py; end to end through the
@@ -507,15 +522,10 @@ def test_groth16_prover_out_of_core_wiring(monkeypatch):
     ``prove`` hands ``groth16.prove`` the out-of-core budget and the
     engine's MSM budget."""
     from jaxprove import groth16 as G
-    from jaxprove import pce
 
-    spec = E.cubic_spec(2)
-    m = pce.extract(spec.record())
-    nv, na, nh = m.num_vars, m.num_aux, (1 << G.domain_log(m.rows)) - 1
+    spec, m, (pk, vk) = _cubic_zero_keys()
+    nv = m.num_vars
     z = lambda *shape: np.zeros(shape, np.uint32)
-    pk = G.ProvingKey(z(2, 12), z(2, 12), z(2, 2, 12), z(2, 12), z(2, 2, 12), z(2, 12, nv),
-                      z(2, 12, nv), z(2, 2, 12, nv), z(2, 12, na), z(2, 12, nh))
-    vk = G.VerifyingKey(z(2, 12), z(2, 2, 12), z(2, 2, 12), z(2, 2, 12), z(2, 12, m.num_inputs))
     prover = E.Groth16Prover(keys_dir="stored", keys_in_host_memory=True,
                              out_of_core_budget=8000)
     loads = []
@@ -562,16 +572,9 @@ def test_groth16_prover_pins_the_held_key(monkeypatch):
     on the CPU its pieces are numpy), and every load shares those pieces;
     a resident key is not pinned (it lives on the device)."""
     from jaxprove import groth16 as G
-    from jaxprove import pce
     from ops import transfer as T
 
-    spec = E.cubic_spec(2)
-    m = pce.extract(spec.record())
-    nv, na, nh = m.num_vars, m.num_aux, (1 << G.domain_log(m.rows)) - 1
-    z = lambda *shape: np.zeros(shape, np.uint32)
-    pk = G.ProvingKey(z(2, 12), z(2, 12), z(2, 2, 12), z(2, 12), z(2, 2, 12), z(2, 12, nv),
-                      z(2, 12, nv), z(2, 2, 12, nv), z(2, 12, na), z(2, 12, nh))
-    vk = G.VerifyingKey(z(2, 12), z(2, 2, 12), z(2, 2, 12), z(2, 2, 12), z(2, 12, m.num_inputs))
+    spec, m, (pk, vk) = _cubic_zero_keys()
     monkeypatch.setattr(G, "load_keys", lambda *a, **k: (pk, vk))
     pins = []
     real_pin = G.pin_key

@@ -709,7 +709,7 @@ def run_porep_shaped(rows: int = DEFAULT_ROWS, partitions: int = DEFAULT_PARTITI
                      force: bool = False, env: dict | None = None, out: str | None = None,
                      command: str | None = None, say: Callable = _say, prover=None,
                      out_of_core_gib: float | None = None, host_witness: bool | None = None,
-        pinned_key: bool = False) -> Run:
+                     pinned_key: bool = False) -> Run:
     """Latency of one job of ``partitions`` partitions and the throughput of
     ``proofs`` jobs at once (module docstring); emits the records and returns
     the final one with the jobs.  ``seed``: the jobs' input seeds (inputs
@@ -757,8 +757,7 @@ def run_kind(kind: str, size: str, proofs: int = 5, budget_gib: float | None = N
              force: bool = False, env: dict | None = None, out: str | None = None,
              command: str | None = None, say: Callable = _say, prover=None,
              out_of_core_gib: float | None = None, circuit_dir: str | None = None,
-             host_witness: bool | None = None,
-        pinned_key: bool = False) -> Run:
+             host_witness: bool | None = None, pinned_key: bool = False) -> Run:
     """``porep_shaped``'s latency and throughput for a registered Filecoin
     kind at a sector size (``jaxprove.filecoin_kinds``: the real circuit;
     PoRep 32GiB is 10 partitions of 130,278,541 rows).  Every job proves the
@@ -842,7 +841,7 @@ def run_mixed(rows: int = DEFAULT_ROWS, partitions: int = DEFAULT_PARTITIONS,
               force: bool = False, env: dict | None = None, out: str | None = None,
               command: str | None = None, say: Callable = _say, prover=None,
               out_of_core_gib: float | None = None, host_witness: bool | None = None,
-        pinned_key: bool = False) -> Run:
+              pinned_key: bool = False) -> Run:
     """PoRep-shaped jobs kept in flight while WinningPoSt (and WindowPoSt)
     jobs arrive (module docstring); emits the records and returns the final
     one with the jobs.  ``window_every`` None or 0: no WindowPoSt jobs (the

@@ -798,8 +798,7 @@ def run_case(kind: str, size: str, reps: int = 5, env: dict | None = None,
         bad = prover.check(res, w)[0]
     else:                      # the prover leaves a lone instance to its proof: check it here
         first = int(pce.evaluate_host(m, w, out_of_core, check=True,
-                                      plan=host_plan if host_plan.budget == out_of_core
-                                      and not host_plan.on_device else None,
+                                      plan=G.host_plan_for(host_plan, out_of_core),
                                       learned=res.budgets)[3].reshape(-1)[0])
         bad = None if first < 0 else f"first failing row {first}"
     rec["check_first_s"] = time.perf_counter() - t

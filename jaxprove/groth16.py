@@ -990,7 +990,7 @@ def _device_h_plan(matrices: pce.Matrices, batch: int, budget: int, host_plan=No
         return None
 
 
-def _plan_for(host_plan, budget: int):
+def host_plan_for(host_plan, budget: int):
     """``host_plan`` where it was built for the SpMV's ``budget`` with every
     result in host memory, else None (``pce.evaluate_host`` then cuts its
     blocks per call)."""
@@ -1061,7 +1061,7 @@ def _h_out_of_core(matrices: pce.Matrices, w, log_m: int, budget: int, lap, host
 
     def spmv(b):
         return pce.evaluate_host(matrices, w, b, length=1 << log_m, check=False,
-                                 plan=_plan_for(host_plan, b), learned=learned)
+                                 plan=host_plan_for(host_plan, b), learned=learned)
 
     served = []                     # the SpMV's budget that served
 

@@ -651,13 +651,6 @@ def evaluate_host(m: Matrices, w, budget: int, *, length: int | None = None,
     return res + (first.reshape(batch),) if check else res
 
 
-def spmv_budget(batch: int, budget: int, length: int, device_vectors: int = 0) -> int:
-    """``budget`` less ``device_vectors`` results kept on the device,
-    32·batch·length bytes each: what is left for the row blocks of a
-    matrix evaluated beside them."""
-    return budget - device_vectors * 32 * batch * length
-
-
 def evaluation_order(on_device: tuple) -> list[int]:
     """The order ``evaluate_host`` evaluates A, B, C (0, 1, 2) in: those
     with host results first, then those kept on the device."""
@@ -668,9 +661,10 @@ def spmv_budgets(batch: int, budget: int, length: int, on_device: tuple = ()) ->
     """Per matrix (A, B, C) the budget ``evaluate_host`` plans its row blocks
     within: ``budget`` less the device results that exist while it is
     evaluated (``evaluation_order``: a host-result matrix beside none, the
-    i-th device one beside i, its own included)."""
+    i-th device one beside i, its own included; 32·batch·length bytes
+    each)."""
     on = sorted(set(on_device))
-    return tuple(spmv_budget(batch, budget, length, on.index(k) + 1 if k in on else 0)
+    return tuple(budget - (on.index(k) + 1 if k in on else 0) * 32 * batch * length
                  for k in range(3))
 
 

@@ -9,7 +9,8 @@ plus a store of serialized executables
 (``jax.experimental.serialize_executable``) under a key known *before*
 tracing:
 
-    key = sha256(module.qualname or the given name, source hash of
+    key = sha256(module.qualname or the given name with its compiler
+                 options, source hash of
                  jaxprove/ops/circuits and of the defining module, jax
                  version, platform and device kind, the device's id,
                  the environment of PROGRAM_ENV (XLA_FLAGS, JAXPROVE_PTX,
@@ -152,8 +153,9 @@ def program_key(name: str, static: Sequence, dynamic: Sequence, module: str = ""
 
 
 def program(fn: Callable | None = None, *, static_argnums: Sequence[int] = (),
-            donate_argnums: Sequence[int] = (), name: str | None = None):
-    """``jax.jit(fn, static_argnums, donate_argnums)`` whose executables are
+            donate_argnums: Sequence[int] = (), name: str | None = None,
+            compiler_options: dict | None = None):
+    """``jax.jit(fn, static_argnums, donate_argnums, compiler_options)`` whose executables are
     kept in the ``JAXPROVE_AOT`` directory and reloaded by later processes
     without tracing (module docstring).  Usable as a decorator, with or
     without arguments.  ``name`` (default: module and qualified name of
@@ -164,25 +166,34 @@ def program(fn: Callable | None = None, *, static_argnums: Sequence[int] = (),
     (``disk``) and compiles (``compiled``)."""
     if fn is None:
         return functools.partial(program, static_argnums=static_argnums,
-                                 donate_argnums=donate_argnums, name=name)
+                                 donate_argnums=donate_argnums, name=name,
+                                 compiler_options=compiler_options)
     static_argnums = tuple(static_argnums)
-    jitted = jax.jit(fn, static_argnums=static_argnums, donate_argnums=tuple(donate_argnums))
+    # the compiler options key the store with the name; JAX takes them on a top-level
+    # jit only, so a call while tracing goes to a jit without them
+    jitted = jax.jit(fn, static_argnums=static_argnums, donate_argnums=tuple(donate_argnums),
+                     compiler_options=compiler_options)
+    nested = jax.jit(fn, static_argnums=static_argnums, donate_argnums=tuple(donate_argnums)) \
+        if compiler_options else jitted
     module = getattr(fn, "__module__", "") or ""
     name = name or f"{module}.{getattr(fn, '__qualname__', '<locals>')}"
     # a closure's qualified name does not say what it closed over: no store
     keyed = not any(x in name for x in (" at 0x", "...", "<locals>", "<lambda>"))
+    ident = f"{name}{sorted(compiler_options.items())}" if compiler_options else name
     prefix = re.sub(r"[^A-Za-z0-9_.]", "_", name.rsplit(".", 1)[-1])[:48]
     loaded: dict = {}
     stats = {"mem": 0, "disk": 0, "compiled": 0}
 
     @functools.wraps(fn)
     def call(*args, **kwargs):
+        if nested is not jitted and _tracing(args, kwargs):
+            return nested(*args, **kwargs)
         directory = store_dir()
         if not directory or kwargs or not keyed:
             return jitted(*args, **kwargs)
         static = [args[i] for i in static_argnums if i < len(args)]
         dynamic = [a for i, a in enumerate(args) if i not in static_argnums]
-        key = program_key(name, static, dynamic, module)
+        key = program_key(ident, static, dynamic, module)
         if key is None:
             return jitted(*args)
         exe = loaded.get(key)
@@ -211,6 +222,11 @@ def program(fn: Callable | None = None, *, static_argnums: Sequence[int] = (),
     call.stats = stats
     call.lower = jitted.lower
     return call
+
+
+def _tracing(args, kwargs) -> bool:
+    """Whether any argument is a tracer (the call is inside another traced function)."""
+    return any(isinstance(x, jax.core.Tracer) for x in jax.tree_util.tree_leaves((args, kwargs)))
 
 
 def _load(path: Path):

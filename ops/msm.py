@@ -698,6 +698,17 @@ def _msm_core(curve: Curve, bases_pm, k, c: int, cfg: MSMConfig, shifts: int = 1
     return bucket_sums(curve, bases_pm, keys, payload, G * digits.shape[1] * B, cfg)
 
 
+# XLA:GPU runs a while loop whose trip count it cannot know (the partial reduction's levels
+# in ``bucket_sums``) by reading its predicate back to the host every iteration, which holds
+# the dispatching thread for the program's whole device time, so a chunked MSM's host puts
+# wait behind it; in a command buffer with conditional nodes the loop runs on the device
+# (bench/NOTES.md hypothesis 87: msm_h over 2^27 pinned host bases 2.31 -> 1.89 s on the
+# H100).  The list repeats XLA's default kinds: a per-program value sets the whole list.
+# Ignored off the GPU.
+COMMAND_BUFFER = {"xla_gpu_enable_command_buffer":
+                  "FUSION,CUBLAS,CUBLASLT,CUSTOM_CALL,CUDNN,DYNAMIC_SLICE_FUSION,WHILE,CONDITIONAL"}
+
+
 def _traced(cfg: MSMConfig) -> MSMConfig:
     """The settings a jitted program depends on (the budget and the split
     threshold are decided outside), so configs differing only there share
@@ -705,14 +716,14 @@ def _traced(cfg: MSMConfig) -> MSMConfig:
     return dataclasses.replace(cfg, budget_bytes=None, split_threshold=None, bucket_weight=None)
 
 
-@functools.partial(aot.program, static_argnums=(0, 3, 4))
+@functools.partial(aot.program, static_argnums=(0, 3, 4), compiler_options=COMMAND_BUFFER)
 def _msm_jit(curve, bases, scalars, c, cfg):
     k = Fr.from_montgomery(scalars)
     buckets = _msm_core(curve, point_major(curve, bases), k, c, cfg)
     return reduce_buckets(curve, buckets, k.shape[1], c, cfg)
 
 
-@functools.partial(aot.program, static_argnums=(0, 3, 4, 5))
+@functools.partial(aot.program, static_argnums=(0, 3, 4, 5), compiler_options=COMMAND_BUFFER)
 def _msm_shifted_jit(curve, points, scalars, c, p, cfg):
     """``_msm_jit`` over ``shift_bases``' points ``(2, *fp, p·N)``."""
     k = Fr.from_montgomery(scalars)
@@ -720,7 +731,7 @@ def _msm_shifted_jit(curve, points, scalars, c, p, cfg):
     return reduce_buckets(curve, buckets, k.shape[1], c, cfg, shifted_windows(c, p))
 
 
-@functools.partial(aot.program, static_argnums=(0, 3, 4))
+@functools.partial(aot.program, static_argnums=(0, 3, 4), compiler_options=COMMAND_BUFFER)
 def _chunk_jit(curve, bases, scalars, c, cfg, buckets):
     k = Fr.from_montgomery(scalars)
     return curve.add(buckets, _msm_core(curve, point_major(curve, bases), k, c, cfg))
@@ -1051,7 +1062,7 @@ def msm(curve: Curve, bases, scalars, config: MSMConfig | None = None, on_chunk=
     return _reduce_jit(curve, buckets, G, c, _traced(cfg)).reshape(curve.proj + batch)
 
 
-@functools.partial(aot.program, static_argnums=(0, 3))
+@functools.partial(aot.program, static_argnums=(0, 3), compiler_options=COMMAND_BUFFER)
 def _bits_jit(curve, bases, bits, cfg):
     G, N = bits.shape
     pm = point_major(curve, bases)
@@ -1412,7 +1423,7 @@ def _part_keys(s, dense_idx, bit_idx, grp, offset, c: int, nb: int):
     return keys, pay
 
 
-@functools.partial(aot.program, static_argnums=(0, 1, 2, 3))
+@functools.partial(aot.program, static_argnums=(0, 1, 2, 3), compiler_options=COMMAND_BUFFER)
 def _many_jit(curve, outs, c, cfg, bases, scalars, dense_idx, bit_idx):
     n_out = max(outs) + 1
     Gb = scalars[0].shape[1]

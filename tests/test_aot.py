@@ -235,3 +235,27 @@ def test_pallas_kernel_executable_round_trips_on_the_gpu(tmp_path):
     for r in runs:
         assert r.returncode == 0, r.stderr[-2000:]
     assert [r.stdout.split() for r in runs] == [["1", "0"], ["0", "1"]]
+
+
+@pytest.mark.parametrize("store", [False, True])
+def test_compiler_options_apply_at_the_top_level_only(monkeypatch, tmp_path, store):
+    """A program with compiler options (``ops.msm.COMMAND_BUFFER``) runs with them when
+    called directly, stored or not, and inside another jitted function without them (JAX
+    refuses options on a nested jit)."""
+    if store:
+        monkeypatch.setenv(aot.ENV, str(tmp_path))
+    else:
+        monkeypatch.delenv(aot.ENV, raising=False)
+
+    def double(x):
+        return x * 2
+
+    double.__qualname__ = "double_with_options"
+    f = aot.program(double, compiler_options={"xla_gpu_enable_command_buffer": "WHILE"})
+    x = jnp.arange(4, dtype=jnp.uint32)
+    np.testing.assert_array_equal(f(x), np.arange(4) * 2)
+    np.testing.assert_array_equal(jax.jit(lambda y: f(y) + 1)(x), np.arange(4) * 2 + 1)
+    assert f.stats["compiled"] == (1 if store else 0)
+    bad = aot.program(double, compiler_options={"xla_gpu_enable_command_buffer": "NOT_A_KIND"})
+    with pytest.raises(Exception, match="not a valid enum value"):
+        bad(x)                                      # the options reach XLA

@@ -100,12 +100,13 @@ def _nonzero(rng) -> int:
     return rng.randrange(1, R)
 
 
-def out_of_core_host_bytes(rows: int, batch: int = 1) -> int:
+def out_of_core_host_bytes(rows: int, batch: int = 1, device_h: bool = False) -> int:
     """Host bytes an out-of-core proof of ``batch`` instances of a ``rows``-row
     circuit allocates (``_h_out_of_core``): a, b, c of the domain size, h
     written over a, counted as four vectors (the fetches' planes in flight,
-    the SpMV's pinned block results)."""
-    return 4 * 32 * batch << domain_log(rows)
+    the SpMV's pinned block results); with ``device_h`` (``_h_on_device``: a,
+    b and h on the device) c and one vector of staging, two."""
+    return (2 if device_h else 4) * 32 * batch << domain_log(rows)
 
 
 # ------------------------------------------------------------------ setup
@@ -955,7 +956,8 @@ def device_h_plan(matrices: pce.Matrices, batch: int, budget: int, dev=None,
 def out_of_core_plan(matrices: pce.Matrices, budget: int, dev=None, *,
                      host_witness: bool = False) -> pce.HostPlan:
     """The 16 GB mode's SpMV row blocks for one instance (``pce.host_plan``,
-    prepared where the host has room beside ``out_of_core_host_bytes``),
+    prepared where the host has room beside ``out_of_core_host_bytes`` of
+    the path planned),
     built once per circuit and passed to every ``prove`` as ``host_plan``.
     With ``host_witness`` they are planned for the device h
     (``device_h_plan``: a's and b's results on the device), where the
@@ -963,14 +965,15 @@ def out_of_core_plan(matrices: pce.Matrices, budget: int, dev=None, *,
     the two-vector h (all results in host memory).  ValueError where not
     even ``budget`` holds a matrix's smallest block."""
     sb = device_h_budget(matrices.rows, 1, budget) if host_witness else None
-    working = out_of_core_host_bytes(matrices.rows)
     if sb is not None:
         try:
-            return device_h_plan(matrices, 1, budget, dev, prepared=None, working=working)
+            return device_h_plan(matrices, 1, budget, dev, prepared=None,
+                                 working=out_of_core_host_bytes(matrices.rows, device_h=True))
         except ValueError as e:
             log.info("the device h's row blocks do not fit beside its vectors (%s): the "
                      "proofs take the two-vector h", e)
-    return pce.host_plan(matrices, 1, budget, dev, prepared=None, working=working)
+    return pce.host_plan(matrices, 1, budget, dev, prepared=None,
+                         working=out_of_core_host_bytes(matrices.rows))
 
 
 def _device_h_plan(matrices: pce.Matrices, batch: int, budget: int, host_plan=None):

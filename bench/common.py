@@ -32,7 +32,8 @@ def environment() -> dict:
     return {"device": getattr(d, "device_kind", str(d)), "platform": d.platform,
             "jax": jax.__version__, "python": platform.python_version(),
             "commit": os.environ.get("JAXPROVE_COMMIT") or git_commit(),
-            "ptx": ",".join(default_ops()) or "off", "max_registers": default_max_registers()}
+            "ptx": ",".join(default_ops()) or "off", "max_registers": default_max_registers(),
+            "xla_flags": os.environ.get("XLA_FLAGS", "")}
 
 
 def time_fn(fn, args, reps: int = 5, target_s: float = 0.05) -> dict:

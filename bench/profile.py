@@ -19,7 +19,8 @@ kernel).  Cases:
   and scalars (default configuration; ``--window`` c, ``--budget-gib`` G:
   within G GiB, in chunks as the proof's msm_h; with ``--host`` too, bases
   and scalars in host memory and no 0/1 split: the 16 GB mode's msm_h, its
-  spans ``msm.put``, ``msm.chunk``, ``msm.wait``; ``--pinned`` with it: the
+  spans ``msm.put`` (within it ``msm.put_bases``, ``msm.put_scalars``),
+  ``msm.chunk``, ``msm.wait``; ``--pinned`` with it: the
   bases as a ``transfer.PinnedVector``, hypothesis 84);
 * ``spmv_host`` / ``h_resident``: the 16 GB mode's spmv and ntt stages:
   ``pce.evaluate_host`` of a Filecoin circuit (as ``spmv``) within

@@ -1050,9 +1050,11 @@ def msm(curve: Curve, bases, scalars, config: MSMConfig | None = None, on_chunk=
         return out.reshape(curve.proj + batch)
 
     def step(lo, hi, buckets):
-        with span("msm.put"):
-            b = _host_chunk(bases, lo, hi, chunk, pool)
-            sc = _to_device(_pad_last(s[..., lo:hi], chunk), pool)
+        with span("msm.put"):                # within it, each operand's share
+            with span("msm.put_bases"):
+                b = _host_chunk(bases, lo, hi, chunk, pool)
+            with span("msm.put_scalars"):
+                sc = _to_device(_pad_last(s[..., lo:hi], chunk), pool)
         with span("msm.chunk"):
             return _chunk_jit(curve, b, sc, c, _traced(cfg), buckets)
 

@@ -131,3 +131,26 @@ def test_kinds_warm_phase_then_timed_alone(tmp_path):
     log = (run / "pipe.log").read_text()
     assert "not kind:size: bogus" in log and "porep:8MiB timed rc 0" in log
     assert "snap:512MiB warm rc 0" in log
+
+
+@pytest.mark.parametrize("kind_args, no_autotune", [("", False),
+                                                    ("--budget-gb 16 --out-of-core-gb 13 --pinned-key", True)])
+def test_engine_kind_step_takes_kind_args(tmp_path, kind_args, no_autotune):
+    """engine.sh's `kind` step passes $KIND_ARGS to bench.engine, and in the 16 GB mode
+    (an out-of-core budget) runs it without XLA's autotuning, as the `ooc` step."""
+    bin_dir, run = tmp_path / "bin", tmp_path / "run"
+    bin_dir.mkdir()
+    fake = bin_dir / "python3"                       # records its arguments and environment
+    fake.write_text('#!/bin/bash\necho "args: $*"\necho "xla: ${XLA_FLAGS:-}"\n')
+    fake.chmod(0o755)
+    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "RUN_DIR": str(run),
+           "STEPS": "kind", "KIND_ARGS": kind_args, "JAXPROVE_CACHE": str(tmp_path / "jc"),
+           "CACHE_IN": str(tmp_path / "none")}
+    got = subprocess.run(["bash", os.path.join(HERE, "engine.sh")], env=env, cwd=tmp_path,
+                         capture_output=True, text=True, timeout=60)
+    assert got.returncode == 0, got.stderr
+    log = (run / "kind.log").read_text()
+    assert "--case kind --kind porep --size 32GiB --proofs 5" in log
+    assert log.split("args: ")[1].split("\n")[0].endswith(kind_args or "/tmp/fc32")
+    assert ("--xla_gpu_autotune_level=0" in log) == no_autotune
+    assert "kind rc 0" in (run / "pipe.log").read_text() and (run / "done").exists()

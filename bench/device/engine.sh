@@ -15,6 +15,8 @@
 #    (its latency under load);
 # 4b. `kind`: the real $KIND (default porep) at $SIZE (32GiB) through the engine, 5 jobs of one
 #    synthetic sector, its circuit from $CIRCUIT_DIR (fc32.sh's record step stores it there);
+#    $KIND_ARGS adds bench.engine flags, e.g. the 16 GB mode on an H100:
+#    KIND_ARGS="--budget-gb 16 --out-of-core-gb 13 --pinned-key" (then without autotuning);
 # 5. `two` (on a machine of two GPUs, kind nvidia-h200-x2): step 2 with one worker per GPU,
 #    6 proofs; its throughput over step 2's is the scaling ratio (goal >= 1.8).  Checked on
 #    the CPU with two virtual devices (tests/test_bench_engine.py, slow).
@@ -41,7 +43,9 @@ for step in ${STEPS:-shaped budget mixed}; do
     shaped) cmd="$E --case porep_shaped --proofs 5" ;;
     two)    cmd="$E --case porep_shaped --proofs 6 --devices 2" ;;
     kind)   cmd="$E --case kind --kind ${KIND:-porep} --size ${SIZE:-32GiB} --proofs 5 \
---circuit-dir ${CIRCUIT_DIR:-/tmp/fc32}" ;;   # the real circuit, recorded by fc32.sh's record step
+--circuit-dir ${CIRCUIT_DIR:-/tmp/fc32} ${KIND_ARGS:-}"   # the real circuit, recorded by fc32.sh's record step
+            case "${KIND_ARGS:-}" in *--out-of-core-gb*)   # the 16 GB mode: no autotuning, as ooc
+                cmd="env XLA_FLAGS=--xla_gpu_autotune_level=0 $cmd" ;; esac ;;
     budget) cmd="$E --case porep_shaped --proofs 5 --budget-gb 16" ;;
     ooc)    cmd="env XLA_FLAGS=--xla_gpu_autotune_level=0 $E --case porep_shaped --proofs 5 \
 --budget-gb 16 --out-of-core-gb ${OOC_GIB:-9}" ;;   # no autotuning transients: as fc32.sh

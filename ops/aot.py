@@ -161,9 +161,12 @@ def program(fn: Callable | None = None, *, static_argnums: Sequence[int] = (),
     without arguments.  ``name`` (default: module and qualified name of
     ``fn``) must identify the program together with the arguments: a
     function built at run time names what it closes over; a name holding an
-    address, "...", "<locals>" or "<lambda>" is never stored.  ``.jitted`` is the plain jitted function;
-    ``.stats`` counts hits in the process (``mem``), loads from disk
-    (``disk``) and compiles (``compiled``)."""
+    address, "...", "<locals>" or "<lambda>" is never stored.
+    ``compiler_options`` (XLA debug options, e.g. ``ops.msm.COMMAND_BUFFER``)
+    apply where the program is called at the top level, not inside another
+    traced function.  ``.jitted`` is the plain jitted function,
+    ``.compiler_options`` its options; ``.stats`` counts hits in the process
+    (``mem``), loads from disk (``disk``) and compiles (``compiled``)."""
     if fn is None:
         return functools.partial(program, static_argnums=static_argnums,
                                  donate_argnums=donate_argnums, name=name,
@@ -219,6 +222,7 @@ def program(fn: Callable | None = None, *, static_argnums: Sequence[int] = (),
         return exe(*dynamic)
 
     call.jitted = jitted
+    call.compiler_options = compiler_options
     call.stats = stats
     call.lower = jitted.lower
     return call

@@ -704,7 +704,8 @@ def _msm_core(curve: Curve, bases_pm, k, c: int, cfg: MSMConfig, shifts: int = 1
 # wait behind it; in a command buffer with conditional nodes the loop runs on the device
 # (bench/NOTES.md hypothesis 87: msm_h over 2^27 pinned host bases 2.31 -> 1.89 s on the
 # H100).  The list repeats XLA's default kinds: a per-program value sets the whole list.
-# Ignored off the GPU.
+# Ignored off the GPU.  Every top-level program that holds ``bucket_sums`` takes it (a
+# program nested in another runs with the outer one's: ``_bits_jit`` in ``_bits_add_jit``).
 COMMAND_BUFFER = {"xla_gpu_enable_command_buffer":
                   "FUSION,CUBLAS,CUBLASLT,CUSTOM_CALL,CUDNN,DYNAMIC_SLICE_FUSION,WHILE,CONDITIONAL"}
 
@@ -1117,7 +1118,7 @@ def bits_sum(curve: Curve, bases, bits, config: MSMConfig | None = None, on_chun
     return out.reshape(curve.proj + batch)
 
 
-@functools.partial(aot.program, static_argnums=(0, 3))
+@functools.partial(aot.program, static_argnums=(0, 3), compiler_options=COMMAND_BUFFER)
 def _bits_add_jit(curve, bases, bits, cfg, acc):
     return curve.add(acc, _bits_jit(curve, bases, bits, cfg))
 

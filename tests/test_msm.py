@@ -676,3 +676,20 @@ def test_default_config_follows_where_the_msm_runs(monkeypatch):
     with pytest.raises(Seen):
         G._ic_sum(on_cpu, jnp.zeros((8, 2), jnp.uint32))
     assert seen[0].lanes == M.CPU_CONFIG.lanes and seen[0].split_threshold is None
+
+
+def test_every_top_level_program_with_the_bucket_loop_takes_command_buffers():
+    """The programs that run ``bucket_sums``' while loop (directly or through a helper)
+    compile with ``COMMAND_BUFFER`` (hypothesis 87): a new one without it would hold the
+    dispatching thread for its device time on the GPU again.  Nested programs run with
+    the outer one's options."""
+    import inspect
+    calls = ("bucket_sums(", "_msm_core(", "_bits_jit(")
+    holders = {name for name, f in vars(M).items()
+               if hasattr(f, "jitted") and hasattr(f, "compiler_options")
+               and any(c in inspect.getsource(inspect.unwrap(f)) for c in calls)}
+    assert {"_msm_jit", "_msm_shifted_jit", "_chunk_jit", "_bits_jit", "_bits_add_jit",
+            "_many_jit"} <= holders
+    for name in holders:
+        assert getattr(M, name).compiler_options == M.COMMAND_BUFFER, name
+    assert "WHILE" in M.COMMAND_BUFFER["xla_gpu_enable_command_buffer"].split(",")

@@ -640,7 +640,7 @@ class Groth16Prover:
         # passes do not fit (B1 and B2 keep only the variables that occur in B), else whole
         b_vars = int(np.count_nonzero(np.asarray(m.b_input_density))
                      + np.count_nonzero(np.asarray(m.b_aux_density))) if split else None
-        hw = self.host_witness is not False     # the 16 GB mode's budgets count no device w
+        hw = self._witness_on_host              # the 16 GB mode's budgets count no device w
         if self.memory_mode is None:
             ooc = self.out_of_core_budget is not None
             mode = "out-of-core" if ooc else \
@@ -779,7 +779,7 @@ class Groth16Prover:
         # its row blocks are cut once, into pinned host memory, not per proof, where the host
         # has room for them beside the proof's a, b, c and h
         plan = G.out_of_core_plan(m, mp.out_of_core_bytes, device,
-                                  host_witness=self.host_witness is not False) if ooc else None
+                                  host_witness=self._witness_on_host) if ooc else None
         return Resident(pk, vk, m, nbytes, dom, pos, plan, {}, mp.mode, mp.out_of_core_bytes,
                         mp.msm_budget_bytes)
 
@@ -802,6 +802,12 @@ class Groth16Prover:
         return [None if r < 0 else f"the witness does not satisfy the circuit (first failing "
                 f"row {r})" for r in np.asarray(first).reshape(-1)]
 
+    @property
+    def _witness_on_host(self) -> bool:
+        """Whether the 16 GB mode's witness waits in host memory: unless
+        ``host_witness`` is False (None, the default, is on)."""
+        return self.host_witness is not False
+
     def witness_home(self, w, topology: str | None = None):
         """Where a batch's witness waits for its proof: unless ``host_witness``
         is False, for a circuit proved in the 16 GB mode (every circuit with
@@ -812,7 +818,7 @@ class Groth16Prover:
         witness holds no device memory while this one's proof runs, and
         ``groth16.prove`` takes the host witness: hypothesis 83), else where
         it is."""
-        if self.host_witness is False or w is None:
+        if not self._witness_on_host or w is None:
             return w
         if self.memory_mode is None and self.out_of_core_budget is None:
             return w

@@ -88,7 +88,7 @@ def stage(case: str, log_n: int = 20, kind: str = "porep", size: str = "2KiB",
           challenges: int | None = None, circuit_dir: str | None = None,
           passes: str | None = None, form: str | None = None, window: int | None = None,
           budget_gib: float | None = None, curve: str = "G1", host_inputs: bool = False,
-          pinned: bool = False):
+          pinned: bool = False, piece_mib: float | None = None):
     """(function, arguments, size label) of a case (module docstring)."""
     from jaxprove import groth16 as G
     from ops import ntt as N
@@ -122,18 +122,23 @@ def stage(case: str, log_n: int = 20, kind: str = "porep", size: str = "2KiB",
             raise ValueError("profile: --host streams the MSM's inputs: it needs --budget-gib")
         if pinned and not host_inputs:
             raise ValueError("profile: --pinned is a form of --host")
+        if piece_mib is not None and not (pinned and piece_mib > 0):
+            raise ValueError(f"profile: --piece-mib is a positive size of --pinned's pieces, "
+                             f"got {piece_mib}" + ("" if pinned else " without --pinned"))
         if host_inputs:             # the 16 GB mode's msm_h (groth16.prove_msms): host
             bases, s = np.asarray(bases), np.asarray(s)     # bases and scalars, no 0/1 split
             cfg = dataclasses.replace(cfg, split_threshold=None)
         if pinned:                  # hypothesis 84: the key's vectors in pinned memory
             from ops import transfer
-            bases = transfer.pin_vector(bases, jax.devices()[0])
+            bases = transfer.pin_vector(bases, jax.devices()[0], transfer.PIECE_BYTES
+                                        if piece_mib is None else int(piece_mib * 2**20))
         c, chunk = M.plan(C, 1 << log_n, 1, cfg,
                           M.streaming_bytes(C, 1, host_inputs, host_inputs))
         return ((lambda b, s: M.msm(C, b, s, cfg)), (bases, s),
                 f"{curve} 2^{log_n}, c={c}, chunks of 2^{chunk.bit_length() - 1}"
                 + (", host bases and scalars" if host_inputs else "")
-                + (", the bases pinned" if pinned else ""))
+                + (f", the bases pinned in pieces of 2^{bases.piece.bit_length() - 1}"
+                   if pinned else ""))
     budget = int((9 if budget_gib is None else budget_gib) * 2**30)
     if case == "h_resident":
         abc = [np.array(_vector(jax.random.fold_in(key, i), 1 << log_n)) for i in range(3)]
@@ -244,13 +249,13 @@ def profile(case: str, log_n: int = 20, reps: int = 3, kind: str = "porep", size
             challenges: int | None = None, top: int = 25, circuit_dir: str | None = None,
             passes: str | None = None, form: str | None = None, window: int | None = None,
             budget_gib: float | None = None, curve: str = "G1", host_inputs: bool = False,
-            pinned: bool = False) -> dict:
+            pinned: bool = False, piece_mib: float | None = None) -> dict:
     """One case: timed (``time_fn``, 5 repetitions after a warm-up), then
     ``reps`` calls traced and summarized (``summarize``)."""
     if reps < 1:
         raise ValueError(f"profile: reps must be >= 1, got {reps}")
     fn, args, label = stage(case, log_n, kind, size, challenges, circuit_dir, passes, form,
-                            window, budget_gib, curve, host_inputs, pinned)
+                            window, budget_gib, curve, host_inputs, pinned, piece_mib)
     timing = time_fn(fn, args, reps=5, target_s=0.0)
     d = tempfile.mkdtemp(prefix="jaxprove-profile-")
     try:
@@ -293,6 +298,10 @@ def main(argv=None):
                          "--budget-gib (the 16 GB mode's msm_h)")
     ap.add_argument("--pinned", action="store_true",
                     help="msm --host: the bases in pinned host memory (hypothesis 84)")
+    ap.add_argument("--piece-mib", type=float, default=None,
+                    help="msm --pinned: MiB of one pinned piece (default 16; one chunk's "
+                         "bases, e.g. 192 for G1 chunks of 2^21: one put a chunk, "
+                         "hypothesis 89)")
     ap.add_argument("--reps", type=int, default=3, help="calls traced")
     ap.add_argument("--top", type=int, default=25)
     ap.add_argument("--cache", action="store_true", help="persistent compilation cache")
@@ -304,7 +313,8 @@ def main(argv=None):
         from jaxprove.cache import enable_compilation_cache
         enable_compilation_cache()
     rec = profile(a.case, a.log_n, a.reps, a.kind, a.size, a.challenges, a.top, a.circuit_dir,
-                  a.passes, a.form, a.window, a.budget_gib, a.curve, a.host, a.pinned)
+                  a.passes, a.form, a.window, a.budget_gib, a.curve, a.host, a.pinned,
+                  a.piece_mib)
     emit({**rec, "command": argv_command(), **environment()}, a.out)
 
 

@@ -262,9 +262,10 @@ def put_range(v: PinnedVector, lo: int, hi: int, size: int | None = None, dev=No
     the piece, hi too or N: a power-of-two chunk of a chunked MSM, or the
     whole vector) put whole pieces into a zero array (the last one's head
     where the size ends inside it), at most ``in_flight`` ahead of their
-    writes; a range within one piece (a chunk smaller than a piece) is that
-    piece's window; any other range is gathered on the host first (slow,
-    correct)."""
+    writes, except that a range of exactly one piece is that piece's own
+    put (no device program: a chunk-sized piece, hypothesis 89); a range
+    within one piece (a chunk smaller than a piece) is that piece's window;
+    any other range is gathered on the host first (slow, correct)."""
     size = hi - lo if size is None else size
     if not (0 <= lo <= hi <= v.n) or size < hi - lo:
         raise ValueError(f"put_range: [{lo}, {hi}) of {v.n} elements into {size}")
@@ -273,6 +274,8 @@ def put_range(v: PinnedVector, lo: int, hi: int, size: int | None = None, dev=No
     s = jax.sharding.SingleDeviceSharding(dev)
     P = v.piece
     k0, k1 = lo // P, -(-hi // P)
+    if lo % P == 0 and size == P and (hi == lo + P or hi == v.n > lo):
+        return jax.device_put(v.pieces[k0], s)   # one whole piece (its padding zeros): one DMA
     if lo % P == 0 and (hi % P == 0 or hi == v.n):
         out = jnp.zeros(v.lead + (size,), v.dtype, device=s)
         held = collections.deque()

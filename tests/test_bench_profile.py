@@ -57,13 +57,21 @@ def test_profile_msm_of_either_group():
         P.stage("msm", curve="G3")
     fn, (bases, s), label = P.stage("msm", log_n=8, budget_gib=1e-3, host_inputs=True,
                                     pinned=True)          # hypothesis 84's msm_h
-    assert label.endswith("host bases and scalars, the bases pinned")
+    assert label.endswith("host bases and scalars, the bases pinned in pieces of 2^17")
     plain, (host, s2), _ = P.stage("msm", log_n=8, budget_gib=1e-3, host_inputs=True)
     assert np.array_equal(s, s2)          # the same inputs: the same sum, pinned or not
     from ops.curve import G1
-    assert G1.to_affine_ints(fn(bases, s)) == G1.to_affine_ints(plain(host, s))
+    want = G1.to_affine_ints(plain(host, s))
+    assert G1.to_affine_ints(fn(bases, s)) == want
+    # hypothesis 89: pieces of one chunk (2^7 points of 96 B) put whole, the same sum
+    f7, (b7, s7), label = P.stage("msm", log_n=8, budget_gib=1e-3, host_inputs=True,
+                                  pinned=True, piece_mib=96 * 128 / 2**20)
+    assert "chunks of 2^7" in label and label.endswith("pieces of 2^7") and b7.piece == 128
+    assert G1.to_affine_ints(f7(b7, s7)) == want
     with pytest.raises(ValueError, match="--pinned is a form of --host"):
         P.stage("msm", log_n=3, pinned=True)
+    with pytest.raises(ValueError, match="--piece-mib .* without --pinned"):
+        P.stage("msm", log_n=8, budget_gib=1e-3, host_inputs=True, piece_mib=1)
 
 
 def test_profile_the_16gb_modes_host_stages_names_their_spans(tmp_path):

@@ -210,11 +210,12 @@ print("ok")
     assert p.returncode == 0 and "ok" in p.stdout, p.stdout + p.stderr
 
 
-def test_pinned_vector_puts_any_range():
+def test_pinned_vector_puts_any_range(monkeypatch):
     """``pin_vector`` holds x in power-of-two pieces (the last zero-padded);
     ``put_range`` gives x[..., lo:hi] zero-padded to the size asked for:
-    piece-aligned ranges from whole pieces, a range within one piece from
-    its window, any other range gathered; bad ranges are refused."""
+    piece-aligned ranges from whole pieces (exactly one piece: its own put,
+    no device program), a range within one piece from its window, any other
+    range gathered; bad ranges are refused."""
     rng = np.random.default_rng(1)
     x = rng.integers(0, 2**32, size=(2, 12, 1000), dtype=np.uint32)
     v = T.pin_vector(x, jax.devices()[0], piece_bytes=96 * 100)
@@ -231,6 +232,11 @@ def test_pinned_vector_puts_any_range():
                          (960, 1000, 64), (896, 1000, 128), (10, 20, 10), (10, 20, 16),
                          (0, 1000, 1000), (30, 100, 70), (0, 0, 0)]:
         assert np.array_equal(np.asarray(T.put_range(v, lo, hi, size)), want(lo, hi, size))
+    with monkeypatch.context() as mp:               # one whole piece: no _set_piece
+        mp.setattr(T, "_set_piece", None)
+        for lo, hi in [(0, 64), (64, 128), (960, 1000)]:
+            got = T.put_range(v, lo, hi, 64)
+            assert isinstance(got, jax.Array) and np.array_equal(np.asarray(got), want(lo, hi, 64))
     before = T._piece_window._cache_size()           # windows of one size: one program
     for lo in (3, 17, 40):
         assert np.array_equal(np.asarray(T.put_range(v, lo, lo + 9, 9)), want(lo, lo + 9, 9))

@@ -702,13 +702,29 @@ def _write_planes(planes, y, r0, live):
     """Limb planes ``(*batch, *shape)`` (donated: written in place) with
     flat elements [r0, r0 + live) of each instance = y's first ``live``
     rows (y: a block's result (8, B, R), B = prod(batch), R ≥ live; rows
-    past ``live`` and past the planes' end are dropped)."""
+    past ``live`` and past the planes' end are dropped).
+
+    A window of R rows at s = min(r0, L − R) (in range: the last block's
+    window ends at the plane's end L) is read, blended with y shifted by
+    r0 − s rows (a slice of [0…0, y]) where the block's rows land, and
+    written back: slices only.  The scatter this replaces (an index per
+    row) took 930 of the 979 ms the device h's SpMV kept an H100 busy at
+    32GiB (bench/NOTES.md hypothesis 90)."""
     out = []
     for i, p in enumerate(planes):
         flat = p.reshape(y.shape[1], -1)
-        rows = jnp.arange(y.shape[-1], dtype=jnp.int32)
-        at = jnp.where(rows < live, r0 + rows, flat.shape[-1])      # past the end: dropped
-        flat = flat.at[:, at].set(y[i], mode="drop", indices_are_sorted=True)
+        L = flat.shape[-1]
+        yi = y[i][:, :L]                 # rows past L land past the end: dropped
+        R = yi.shape[-1]
+        s = jnp.minimum(r0, L - R)
+        d = r0 - s                       # 0 <= d <= R: y's row 0 lands at window row d
+        shifted = jax.lax.dynamic_slice_in_dim(
+            jnp.concatenate([jnp.zeros_like(yi), yi], axis=-1), R - d, R, axis=-1)
+        k = jnp.arange(R, dtype=jnp.int32)
+        keep = (k >= d) & (k - d < live)
+        window = jax.lax.dynamic_slice_in_dim(flat, s, R, axis=-1)
+        flat = jax.lax.dynamic_update_slice_in_dim(flat, jnp.where(keep, shifted, window), s,
+                                                   axis=-1)
         out.append(flat.reshape(p.shape))
     return tuple(out)
 

@@ -421,6 +421,31 @@ def test_out_of_core_plan_counts_the_planned_paths_host_vectors(random_circuit, 
     assert G.out_of_core_plan(host, big, host_witness=True).blocks is None
 
 
+@pytest.mark.parametrize("batch, shape, rows", [(1, (64,), 16), (2, (4, 16), 16),
+                                               (1, (8,), 16), (3, (40,), 7)])
+def test_write_planes_sets_the_blocks_rows_only(batch, shape, rows):
+    """``pce._write_planes`` (hypothesis 90: slices, not a scatter) sets flat
+    elements [r0, r0 + live) of every limb plane to the block's first live
+    rows and leaves every other element as it was, for blocks anywhere in the
+    plane (the last one's window clamped to its end), live short of the
+    block's rows or 0, and blocks longer than the plane."""
+    rng = np.random.default_rng(3)
+    L = int(np.prod(shape))
+    for r0 in range(0, L + 1, 3):
+        top = min(rows, L - r0)
+        for live in sorted({0, min(1, top), max(0, top - 2), top}):
+            planes = tuple(jnp.asarray(rng.integers(0, 2**32, (batch,) + shape, np.uint32))
+                           for _ in range(8))
+            want = [np.array(p).reshape(batch, L) for p in planes]
+            y = rng.integers(0, 2**32, (8, batch, rows), np.uint32)
+            for i in range(8):
+                want[i][:, r0:r0 + live] = y[i][:, :live]
+            got = pce._write_planes(planes, jnp.asarray(y), jnp.int32(r0), jnp.int32(live))
+            for i in range(8):
+                assert got[i].shape == (batch,) + shape
+                np.testing.assert_array_equal(np.asarray(got[i]).reshape(batch, L), want[i])
+
+
 def test_evaluate_host_budget_too_small(random_circuit):
     r1cs, w = random_circuit
     host = pce.to_host(pce.extract(r1cs, **LAYOUTS["ell"]))

@@ -154,3 +154,20 @@ def test_engine_kind_step_takes_kind_args(tmp_path, kind_args, no_autotune):
     assert log.split("args: ")[1].split("\n")[0].endswith(kind_args or "/tmp/fc32")
     assert ("--xla_gpu_autotune_level=0" in log) == no_autotune
     assert "kind rc 0" in (run / "pipe.log").read_text() and (run / "done").exists()
+
+
+def test_probe_put_reports_every_case():
+    """bench/device/probe_put.py runs on the CPU at a small size and prints one JSON
+    line per case, with a rate for each put."""
+    import json
+    import sys
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    got = subprocess.run([sys.executable, os.path.join(HERE, "probe_put.py"), "12", "8"],
+                         env={**os.environ, "JAX_PLATFORMS": "cpu"}, cwd=root,
+                         capture_output=True, text=True, timeout=120)
+    assert got.returncode == 0, got.stderr
+    rows = [json.loads(l) for l in got.stdout.splitlines() if l.startswith("{")]
+    assert [r["case"] for r in rows] == ["pin", "pageable_each", "pinned_each",
+                                         "pinned_in_flight", "raw_pinned_pieces",
+                                         "pinned_view_planes", "pinned_array_whole"]
+    assert all(r["GB_s"] > 0 for r in rows[1:]) and rows[0]["n"] == 1 << 12

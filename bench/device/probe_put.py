@@ -2,8 +2,10 @@
 session 45): a host vector of G1 affine bases (2, 12, N) uint32 put in chunks of
 2^21, from pageable memory (``transfer.put_planes`` on a pool, as ``ops.msm``)
 and from pinned pieces (``transfer.put_range``), each chunk waited for or all in
-flight, and the pinned pieces' raw ``jax.device_put``.  Prints one JSON line per
-case: seconds and GB/s.  ``python3 bench/device/probe_put.py [log_n]``."""
+flight, and the pinned pieces' raw ``jax.device_put``; then 8 chunks fetched
+into pinned memory put as a numpy view of it (``put_planes``) and as the
+pinned array (hypothesis 91).  Prints one JSON line per case: seconds and
+GB/s.  ``python3 bench/device/probe_put.py [log_n] [log_chunk]``."""
 import json
 import sys
 import time
@@ -54,10 +56,27 @@ def main(log_n=25, log_chunk=21):
         s = jax.sharding.SingleDeviceSharding(dev)
         jax.block_until_ready([jax.device_put(p, s) for p in pv.pieces])
 
+    # hypothesis 91: a host witness fetched into pinned memory is a numpy view of it
+    # (transfer.fetch); put as that view (put_planes, as pce.element_major_host) or as
+    # the pinned array itself
+    held = T.start_fetch(jax.device_put(x[..., :chunk * 8]))   # pinned on a GPU
+    view = np.asarray(held)
+
+    def pinned_view_planes():
+        with T.copy_pool() as pool:
+            jax.block_until_ready(T.put_planes(view, pool))
+
+    def pinned_array_whole():
+        jax.block_until_ready(jax.device_put(held, dev))
+
     for name, f in (("pageable_each", pageable_each), ("pinned_each", pinned_each),
-                    ("pinned_in_flight", pinned_flight), ("raw_pinned_pieces", raw_pieces)):
+                    ("pinned_in_flight", pinned_flight), ("raw_pinned_pieces", raw_pieces),
+                    ("pinned_view_planes", pinned_view_planes),
+                    ("pinned_array_whole", pinned_array_whole)):
         s = timed(f)
-        rows.append({"case": name, "s": s, "GB_s": gb / s})
+        size = view.nbytes / 1e9 if name.startswith("pinned_view") or \
+            name.startswith("pinned_array") else gb
+        rows.append({"case": name, "s": s, "GB_s": size / s, "case_GB": size})
     for r in rows:
         print(json.dumps({**r, "GB": gb, "n": n, "chunk": chunk, "piece": pv.piece,
                           "pinned": not isinstance(pv.pieces[0], np.ndarray),

@@ -738,7 +738,7 @@ def run_case(kind: str, size: str, reps: int = 5, env: dict | None = None,
         dom = jax.block_until_ready(N.domain(rec["domain_log"]))  # resident with the keys
     else:                      # the 16 GB mode: matrices in host memory, no resident domain;
         m, dom = pce.to_host(m), None          # the SpMV's row blocks cut once, pinned,
-        t = time.perf_counter()                # where the host has room beside a, b, c, h
+        t = time.perf_counter()                # where the host has room beside the proof's vectors
         host_plan = G.out_of_core_plan(m, out_of_core, host_witness=host_witness)
         rec["spmv_budget_bytes"] = min(host_plan.budgets)   # B's: beside the most planes
         rec["spmv_budgets_bytes"] = list(host_plan.budgets)

@@ -777,7 +777,7 @@ class Groth16Prover:
                      if isinstance(x, jax.Array))
         # out of core a proof is one instance (a batch of B needs B times the device memory):
         # its row blocks are cut once, into pinned host memory, not per proof, where the host
-        # has room for them beside the proof's a, b, c and h
+        # has room for them beside the proof's host vectors (groth16.out_of_core_host_bytes)
         plan = G.out_of_core_plan(m, mp.out_of_core_bytes, device,
                                   host_witness=self._witness_on_host) if ooc else None
         return Resident(pk, vk, m, nbytes, dom, pos, plan, {}, mp.mode, mp.out_of_core_bytes,

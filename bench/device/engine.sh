@@ -37,6 +37,7 @@ say() { echo "[$(date +%T)] $*" >> "$R/pipe.log"; }
 say "start at ${JAXPROVE_COMMIT:-unknown commit}"
 say "$(bash "$(dirname "$0")/cache.sh" unpack 2>&1)"
 ROWS=${ROWS:-4000000} PARTS=${PARTS:-10}
+NO_AUTOTUNE="env XLA_FLAGS=--xla_gpu_autotune_level=0"   # the 16 GB mode's steps, as fc32.sh
 E="env JAX_LOG_COMPILES=1 ${EXPLAIN:+JAX_EXPLAIN_CACHE_MISSES=1} python3 -m bench.engine --rows $ROWS --partitions $PARTS --cache --out $R/engine.jsonl"
 for step in ${STEPS:-shaped budget mixed}; do
     case $step in
@@ -45,9 +46,9 @@ for step in ${STEPS:-shaped budget mixed}; do
     kind)   cmd="$E --case kind --kind ${KIND:-porep} --size ${SIZE:-32GiB} --proofs 5 \
 --circuit-dir ${CIRCUIT_DIR:-/tmp/fc32} ${KIND_ARGS:-}"   # the real circuit, recorded by fc32.sh's record step
             case "${KIND_ARGS:-}" in *--out-of-core-gb*)   # the 16 GB mode: no autotuning, as ooc
-                cmd="env XLA_FLAGS=--xla_gpu_autotune_level=0 $cmd" ;; esac ;;
+                cmd="$NO_AUTOTUNE $cmd" ;; esac ;;
     budget) cmd="$E --case porep_shaped --proofs 5 --budget-gb 16" ;;
-    ooc)    cmd="env XLA_FLAGS=--xla_gpu_autotune_level=0 $E --case porep_shaped --proofs 5 \
+    ooc)    cmd="$NO_AUTOTUNE $E --case porep_shaped --proofs 5 \
 --budget-gb 16 --out-of-core-gb ${OOC_GIB:-9}" ;;   # no autotuning transients: as fc32.sh
     mixed)  cmd="$E --case mixed --post real --post-size 32GiB \
 --window-every 0 --winning 6 --winning-every 5 --inflight 2" ;;

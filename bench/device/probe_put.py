@@ -74,8 +74,7 @@ def main(log_n=25, log_chunk=21):
                     ("pinned_view_planes", pinned_view_planes),
                     ("pinned_array_whole", pinned_array_whole)):
         s = timed(f)
-        size = view.nbytes / 1e9 if name.startswith("pinned_view") or \
-            name.startswith("pinned_array") else gb
+        size = view.nbytes / 1e9 if name.startswith(("pinned_view", "pinned_array")) else gb
         rows.append({"case": name, "s": s, "GB_s": size / s, "case_GB": size})
     for r in rows:
         print(json.dumps({**r, "GB": gb, "n": n, "chunk": chunk, "piece": pv.piece,

@@ -33,7 +33,8 @@ def environment() -> dict:
             "jax": jax.__version__, "python": platform.python_version(),
             "commit": os.environ.get("JAXPROVE_COMMIT") or git_commit(),
             "ptx": ",".join(default_ops()) or "off", "max_registers": default_max_registers(),
-            "xla_flags": os.environ.get("XLA_FLAGS", "")}
+            "xla_flags": os.environ.get("XLA_FLAGS", ""),
+            "pinned_pool_gib": os.environ.get("XLA_PJRT_GPU_HOST_MEMORY_LIMIT_GB", "")}
 
 
 def time_fn(fn, args, reps: int = 5, target_s: float = 0.05) -> dict:

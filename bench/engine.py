@@ -134,6 +134,7 @@ from circuits.gadgets import multipack as MP
 from circuits.gadgets import sha256 as S
 from circuits.gadgets.num import Num
 from jaxprove import engine as E
+from jaxprove import memory
 from jaxprove.engine import Priority
 
 DEFAULT_ROWS = 130_278_541         # one 32GiB PoRep partition (research/filecoin-circuits.md)
@@ -1020,6 +1021,7 @@ def main(argv=None):
     ap.add_argument("--out", default=None, help="append JSON records here")
     ap.add_argument("--cache", action="store_true", help="persistent compilation cache")
     a = ap.parse_args(argv)
+    memory.widen_pinned_pool()   # before the backend starts: the host's plans bound pinning
     if a.cache:
         from jaxprove.cache import enable_compilation_cache
         enable_compilation_cache()

@@ -573,4 +573,6 @@ def main(argv) -> int:
         return 2
     overrides = {f.name: getattr(FLAGS, f.name) for f in dataclasses.fields(DaemonConfig)}
     logging.basicConfig(level=logging.INFO)
+    from jaxprove import memory
+    memory.widen_pinned_pool()   # before the backend starts: the host's plans bound pinning
     return serve(load_config(FLAGS.config, **overrides))

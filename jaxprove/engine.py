@@ -668,7 +668,7 @@ class Groth16Prover:
                                 capacity, b_vars, host_witness=hw)
         return p
 
-    def _keys(self, spec, device, m, positions, host: bool, pin: bool = False):
+    def _keys(self, spec, device, m, positions, host: bool, pin: int | None = None):
         """(pk, vk) on ``device``: from this prover's host copy, from the key
         store, or (setup on first use) from a setup run once per topology;
         ValueError if the key does not fit the circuit's matrices ``m``.
@@ -679,11 +679,14 @@ class Groth16Prover:
         vector at a time where the store holds them unsplit), and the host
         holds ONE copy, shared by every device (a 32GiB PoRep partition's
         key is ~47 GB split, ~75 GB whole: two copies exceed the H200
-        host); with ``pin`` as well, that copy in ``device``'s pinned host
-        memory (``groth16.pin_key``), once."""
+        host); with ``pin`` (not None) as well, that copy in ``device``'s
+        pinned host memory (``groth16.pin_key``), once, as far as the pool
+        holds it beside the other held keys' pinned vectors and ``pin``
+        bytes left for each proof (``groth16.proof_pinned_bytes``)."""
         import jax
 
         from jaxprove import groth16 as G
+        from jaxprove import memory
         from ops import msm as M
         name = key_name(spec.topology)
         with self._topo_lock(spec.topology):
@@ -708,10 +711,12 @@ class Groth16Prover:
                 for f in G.SPLIT_VECTORS:     # one at a time: the key plus one vector
                     if not isinstance(getattr(keys[0], f), M.SplitBases):
                         keys = (G.streaming_key(keys[0], positions, (f,)), keys[1])
-                if pin:                       # one pageable vector at a time becomes pinned
+                if pin is not None:           # one pageable vector at a time becomes pinned
+                    room = memory.pinned_room(device, pin, in_use=sum(
+                        G.pinned_bytes(k[0]) for k in list(self._host_keys.values())))
                     box, vk = [keys[0]], keys[1]
                     del keys
-                    keys = (G.pin_key(box, device), vk)
+                    keys = (G.pin_key(box, device, room), vk)
                 self._host_keys[spec.topology] = keys
             elif not self.keys_dir:
                 self._host_keys[spec.topology] = jax.device_get(keys)
@@ -769,8 +774,9 @@ class Groth16Prover:
         if split:
             log.info("%s: the merged MSM passes do not fit beside the key: the key is held "
                      "split", spec.topology)
-        pk, vk = self._keys(spec, device, m, pos, host=mp.mode != "resident" or split,
-                            pin=self.pinned_key and mp.mode != "resident")
+        pin = G.proof_pinned_bytes(m if ooc else None, self._witness_on_host) if (
+            self.pinned_key and mp.mode != "resident") else None
+        pk, vk = self._keys(spec, device, m, pos, host=mp.mode != "resident" or split, pin=pin)
         if split:                          # split in host memory, then on the device
             pk, vk = G.place_keys((pk, vk), device)
         nbytes = sum(int(x.nbytes) for x in jax.tree.leaves((pk, vk, m, dom, pos))

@@ -1496,22 +1496,32 @@ def _map_arrays(fn, v):
     return fn(v)
 
 
-def pin_key(box: list, device=None) -> ProvingKey:
+def pin_key(box: list, device=None, room: int | None = None) -> ProvingKey:
     """The proving key ``box.pop()`` (the caller's only reference: each
     vector's pageable copy is freed as its pinned one is made, so the host
     holds the key plus one vector, never two keys) with every host point
     vector (``POINT_VECTORS``, numpy or ``ops.msm.SplitBases`` of numpy) as
     ``ops.transfer.PinnedVector`` in ``device``'s pinned host memory
     (bench/NOTES.md hypothesis 84: the 16 GB mode's MSMs put their bases
-    from pinned memory at the link's rate).  Where pinning runs out of
-    memory the vectors not yet pinned stay numpy (logged): the MSMs take
-    either.  Where the device has no pinned memory (the CPU) the vectors
-    are held in pieces of numpy all the same."""
+    from pinned memory at the link's rate), in turn while they fit in
+    ``room`` bytes (None: no bound; ``memory.pinned_room`` less what a
+    proof pins, ``proof_pinned_bytes``: hypothesis 92).  The vectors not
+    pinned stay numpy (logged): the MSMs take either.  The same where
+    pinning runs out of memory all the same.  Where the device has no
+    pinned memory (the CPU) the vectors are held in pieces of numpy all
+    the same."""
     pk = box.pop()
     dev = device or jax.devices()[0]
+    left = [room]
 
     def pin(x):
-        return transfer.pin_vector(x, dev) if isinstance(x, np.ndarray) else x
+        if not isinstance(x, np.ndarray):
+            return x
+        if left[0] is not None:
+            if x.nbytes > left[0]:
+                raise _NoRoom(x.nbytes)
+            left[0] -= x.nbytes
+        return transfer.pin_vector(x, dev)
 
     for f in POINT_VECTORS:
         v = getattr(pk, f)
@@ -1522,6 +1532,11 @@ def pin_key(box: list, device=None) -> ProvingKey:
                 v = v._replace(dense=pin(v.dense))
             else:
                 v = pin(v)
+        except _NoRoom as e:
+            log.warning("pin_key: %s's %d bytes leave no room for the pinned memory a proof "
+                        "needs (%d bytes were left for the key): it and the rest of the key "
+                        "stay in pageable memory", f, e.args[0], room)
+            return pk
         except jax.errors.JaxRuntimeError as e:
             if not memory.out_of_memory(e):
                 raise
@@ -1531,6 +1546,31 @@ def pin_key(box: list, device=None) -> ProvingKey:
         pk = pk._replace(**{f: v})
         del v
     return pk
+
+
+class _NoRoom(Exception):
+    """A vector that does not fit in ``pin_key``'s room (its bytes)."""
+
+
+def pinned_bytes(pk: ProvingKey) -> int:
+    """Bytes of pk's point vectors held as ``ops.transfer.PinnedVector``
+    (``pin_key``'s)."""
+    return sum(int(x.nbytes) for f in POINT_VECTORS
+               for x in jax.tree.leaves(getattr(pk, f), is_leaf=lambda y: isinstance(
+                   y, transfer.PinnedVector)) if isinstance(x, transfer.PinnedVector))
+
+
+def proof_pinned_bytes(matrices: pce.Matrices | None, host_witness: bool = False) -> int:
+    """Pinned host bytes a 16 GB-mode proof takes beside its pinned key
+    (bench/NOTES.md hypothesis 92): the SpMV's prepared row blocks (about
+    the matrices' bytes), its host vectors (``out_of_core_host_bytes`` of
+    the path ``out_of_core_plan`` tries first, fetched into pinned memory)
+    and, with ``host_witness``, the witness (32 bytes a variable); 0 for
+    ``matrices`` None (streaming: only the key is pinned)."""
+    if matrices is None:
+        return 0
+    return (matrices.nbytes + out_of_core_host_bytes(matrices.rows, device_h=host_witness)
+            + (32 * matrices.num_vars if host_witness else 0))
 
 
 def place_keys(keys, device=None, host: bool = False):

@@ -6,11 +6,13 @@ the compiler adds (padding copies, scratch, a sort buffer 25% above its
 share: bench/NOTES.md sessions 11 and 24).  ``halving`` runs a step within
 a budget and, where the device runs out of memory, again within half of it,
 so a plan that is a little off costs time, not the proof.  ``host_fits``
-asks the host the same question before an optional host allocation.
+asks the host the same question before an optional host allocation, and
+``pinned_room`` the pool of pinned host memory XLA keeps on a GPU.
 """
 from __future__ import annotations
 
 import logging
+import os
 from typing import Callable, TypeVar
 
 import jax
@@ -23,6 +25,13 @@ RETRIES = 2          # halvings after running out of device memory
 # (pinned staging of block results, compiles): the 32GiB 16 GB mode's host OOM kill had
 # ~15-19 GiB unaccounted in all (bench/NOTES.md session 25), part of it already resident
 HOST_RESERVE = 8 << 30
+# XLA's pool of pinned host memory on a GPU (memory kind pinned_host; its BFC allocator
+# grows on demand up to a cap read once, when the backend starts, from this variable, in
+# GiB): 64 GiB by default, below a 32GiB PoRep's pinned key, row blocks and proof vectors
+# (66 GiB: session 47's out-of-host-memory failure, bench/NOTES.md hypothesis 92)
+PINNED_POOL_VAR = "XLA_PJRT_GPU_HOST_MEMORY_LIMIT_GB"
+PINNED_POOL_DEFAULT_GIB = 64
+PINNED_RESERVE = 2 << 30     # pinned bytes left to what a proof stages beyond its plan
 
 
 def out_of_memory(e: BaseException) -> bool:
@@ -81,6 +90,64 @@ def host_fits(nbytes: int, reserve: int = HOST_RESERVE, available: int | None = 
     cannot tell: the allocation is then the caller's default)."""
     have = host_available() if available is None else available
     return have is None or have - nbytes >= reserve
+
+
+def host_total() -> int | None:
+    """The host's memory in bytes (MemTotal, /proc/meminfo), None where it
+    cannot tell."""
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemTotal:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
+def pinned_pool_bytes(environ=None) -> int:
+    """The cap of XLA's pinned host pool on a GPU: ``PINNED_POOL_VAR`` GiB
+    (XLA's default, 64, where it is unset or not an integer)."""
+    v = (os.environ if environ is None else environ).get(PINNED_POOL_VAR, "")
+    try:
+        return int(v) << 30
+    except ValueError:
+        return PINNED_POOL_DEFAULT_GIB << 30
+
+
+def widen_pinned_pool(environ=None, total: int | None = None) -> int:
+    """For a process's entry point, before its JAX backend starts: where
+    ``PINNED_POOL_VAR`` is unset, set it to the host's memory in whole GiB
+    (``host_total``), so that the host's own plans (``host_fits``), not
+    XLA's default cap, bound what is pinned (the pool grows on demand: a
+    larger cap holds nothing by itself).  A value already set is the
+    user's and stays; once the backend has started, nothing changes (XLA
+    read the variable then).  Returns the pool's cap in bytes."""
+    env = os.environ if environ is None else environ
+    if PINNED_POOL_VAR not in env and not _backend_started():
+        total = host_total() if total is None else total
+        if total is not None and total >> 30 > PINNED_POOL_DEFAULT_GIB:
+            env[PINNED_POOL_VAR] = str(total >> 30)
+    return pinned_pool_bytes(env)
+
+
+def _backend_started() -> bool:
+    try:
+        from jax._src import xla_bridge
+        return bool(xla_bridge.backends_are_initialized())
+    except (ImportError, AttributeError):      # another JAX: assume it has
+        return True
+
+
+def pinned_room(device, reserve: int = 0, in_use: int = 0) -> int | None:
+    """Pinned host bytes left to pin on ``device`` (its pool's cap,
+    ``pinned_pool_bytes``, less ``in_use`` pinned already and ``reserve``
+    kept for what is pinned later, less ``PINNED_RESERVE``; at least 0),
+    or None where the device has no pinned host memory (the CPU)."""
+    from ops import transfer
+    if transfer.device_pinned_sharding(device) is None:
+        return None
+    return max(0, pinned_pool_bytes() - in_use - reserve - PINNED_RESERVE)
 
 
 def device_stats(device) -> dict | None:

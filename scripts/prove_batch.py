@@ -132,6 +132,8 @@ def run_batch(engine, kind: str, sector_size: int, named_inputs: list, priority=
 def main(argv):
     del argv
     from jaxprove import engine as E
+    from jaxprove import memory
+    memory.widen_pinned_pool()   # before the backend starts: the host's plans bound pinning
     if (FLAGS.inputs_dir is None) == (FLAGS.synthetic is None):
         print("give exactly one of --inputs_dir and --synthetic", file=sys.stderr)
         return 2

@@ -576,23 +576,29 @@ def test_groth16_prover_pins_the_held_key(monkeypatch):
 
     spec, m, (pk, vk) = _cubic_zero_keys()
     monkeypatch.setattr(G, "load_keys", lambda *a, **k: (pk, vk))
-    pins = []
+    from jaxprove import memory
+    pins, rooms = [], []
     real_pin = G.pin_key
-    monkeypatch.setattr(G, "pin_key", lambda box, dev=None: pins.append(dev) or real_pin(box, dev))
+    monkeypatch.setattr(G, "pin_key", lambda box, dev=None, room=None: pins.append(
+        (dev, room)) or real_pin(box, dev, room))
+    # hypothesis 92: the room left to the key is the pool's less what each proof pins
+    monkeypatch.setattr(memory, "pinned_room", lambda dev, reserve=0, in_use=0: rooms.append(
+        (reserve, in_use)) or 1 << 40)
     dev = jax.devices()[0]
-    for kw in ({"out_of_core_budget": 8000}, {}):          # the 16 GB mode, streaming
-        pins.clear()
+    for kw, reserve in (({"out_of_core_budget": 8000}, G.proof_pinned_bytes(m, True)),
+                        ({}, 0)):                           # the 16 GB mode, streaming
+        pins.clear(), rooms.clear()
         prover = E.Groth16Prover(keys_dir="stored", keys_in_host_memory=True, pinned_key=True,
                                  **kw)
         res = prover.load(spec, dev)
-        assert pins == [dev]
+        assert pins == [(dev, 1 << 40)] and rooms == [(reserve, 0)]
         for f in G.POINT_VECTORS:
             v = getattr(res.pk, f)
             parts = (v.bits, v.dense) if isinstance(v, M.SplitBases) else (v,)
             assert all(isinstance(x, T.PinnedVector) for x in parts), f
         assert res.pk.a.dense.shape == pk.a.shape[:-1] + (res.pk.a.dense.n,)
         again = prover.load(spec, dev)                     # held once: pinned once
-        assert pins == [dev] and again.pk.h is res.pk.h and again.pk.a.dense is res.pk.a.dense
+        assert len(pins) == 1 and again.pk.h is res.pk.h and again.pk.a.dense is res.pk.a.dense
     pins.clear()
     res = E.Groth16Prover(keys_dir="stored", pinned_key=True).load(spec, dev)
     assert pins == [] and isinstance(res.pk.h, jax.Array)   # resident: on the device

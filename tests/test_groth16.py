@@ -523,3 +523,43 @@ def test_pin_key_stops_where_pinned_memory_runs_out(monkeypatch):
     failure[0] = jax.errors.JaxRuntimeError("INTERNAL: something else")
     with pytest.raises(jax.errors.JaxRuntimeError, match="something else"):
         G.pin_key([pk])
+
+
+def test_pin_key_pins_what_fits_in_its_room(caplog):
+    """``pin_key(room=)`` (hypothesis 92): the vectors pinned in turn while
+    their bytes fit in the room; the first that does not and every later
+    one stay numpy (logged); ``pinned_bytes`` counts what was pinned."""
+    from ops import msm as M
+    from ops import transfer as T
+    z = lambda *shape: np.zeros(shape, np.uint32)                   # noqa: E731
+    split = lambda: M.SplitBases(z(2, 12, 4), z(2, 12, 8), 12)      # noqa: E731
+    pk = G.ProvingKey(z(2, 12), z(2, 12), z(2, 2, 12), z(2, 12), z(2, 2, 12), split(),
+                      split(), M.SplitBases(z(2, 2, 12, 4), z(2, 2, 12, 8), 12), split(),
+                      z(2, 12, 15))
+    part = [pk.a.bits.nbytes, pk.a.dense.nbytes, pk.b_g1.bits.nbytes, pk.b_g1.dense.nbytes]
+    assert G.pinned_bytes(pk) == 0
+    everything = G.pin_key([pk], room=None)
+    whole = G.pinned_bytes(everything)
+    assert whole == sum(x.nbytes for f in G.POINT_VECTORS
+                        for x in jax.tree.leaves(getattr(pk, f)) if isinstance(x, np.ndarray))
+    assert G.pinned_bytes(G.pin_key([pk], room=whole)) == whole
+    room = sum(part) - 1                         # A's parts and B1's bits, not B1's dense
+    with caplog.at_level("WARNING"):
+        got = G.pin_key([pk], room=room)
+    assert isinstance(got.a.dense, T.PinnedVector) and isinstance(got.b_g1.bits, T.PinnedVector)
+    assert isinstance(got.b_g1.dense, np.ndarray) and isinstance(got.h, np.ndarray)
+    assert G.pinned_bytes(got) == sum(part[:3]) and "no room" in caplog.text
+    got = G.pin_key([pk], room=0)
+    assert G.pinned_bytes(got) == 0 and isinstance(got.a.bits, np.ndarray)
+
+
+def test_proof_pinned_bytes_counts_blocks_vectors_and_witness(circuit):
+    """``proof_pinned_bytes``: the matrices' bytes (prepared row blocks), the
+    proof's host vectors of the path (four, or two for the device h) of the
+    domain's length, and with the host witness 32 bytes a variable; 0
+    without matrices (streaming)."""
+    m = pce.extract(circuit[0])
+    n = 1 << G.domain_log(m.rows)
+    assert G.proof_pinned_bytes(None, True) == 0
+    assert G.proof_pinned_bytes(m) == m.nbytes + 4 * 32 * n
+    assert G.proof_pinned_bytes(m, host_witness=True) == m.nbytes + 2 * 32 * n + 32 * m.num_vars

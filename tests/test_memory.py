@@ -73,3 +73,48 @@ def test_host_fits_keeps_the_reserve(monkeypatch):
     assert memory.host_fits(60, reserve=40) and not memory.host_fits(61, reserve=40)
     monkeypatch.setattr(memory, "host_available", lambda: None)
     assert memory.host_fits(1 << 60)
+
+
+def test_pinned_pool_reads_xlas_variable_in_gib():
+    """``pinned_pool_bytes``: XLA's cap, the variable's GiB; 64 GiB where it is
+    unset or not an integer (as XLA reads it)."""
+    v = memory.PINNED_POOL_VAR
+    assert memory.pinned_pool_bytes({}) == 64 << 30
+    assert memory.pinned_pool_bytes({v: "110"}) == 110 << 30
+    assert memory.pinned_pool_bytes({v: "lots"}) == 64 << 30
+
+
+def test_widen_pinned_pool_sets_the_host_size_only_before_the_backend(monkeypatch):
+    """``widen_pinned_pool``: before the backend starts, an unset cap becomes the
+    host's memory in whole GiB (never below XLA's 64); a value the user set
+    stays; after the backend has started nothing changes (XLA read it then)."""
+    v = memory.PINNED_POOL_VAR
+    monkeypatch.setattr(memory, "_backend_started", lambda: False)
+    env = {}
+    assert memory.widen_pinned_pool(env, total=(125 << 30) + 12345) == 125 << 30
+    assert env == {v: "125"}
+    env = {v: "80"}
+    assert memory.widen_pinned_pool(env, total=500 << 30) == 80 << 30 and env == {v: "80"}
+    env = {}
+    assert memory.widen_pinned_pool(env, total=32 << 30) == 64 << 30 and env == {}
+    assert memory.widen_pinned_pool(env, total=None) in (64 << 30, (memory.host_total() or 0)
+                                                         >> 30 << 30)
+    monkeypatch.setattr(memory, "_backend_started", lambda: True)
+    env = {}
+    assert memory.widen_pinned_pool(env, total=500 << 30) == 64 << 30 and env == {}
+    jax.devices()                                # this process's backend has started
+    monkeypatch.undo()
+    assert memory._backend_started()
+
+
+def test_pinned_room_is_the_cap_less_use_reserve_and_margin(monkeypatch):
+    """``pinned_room``: None on a device without pinned host memory (the CPU);
+    else the cap less what is pinned, the reserve and ``PINNED_RESERVE``,
+    never below 0."""
+    from ops import transfer
+    dev = jax.devices()[0]
+    assert memory.pinned_room(dev) is None
+    monkeypatch.setattr(transfer, "device_pinned_sharding", lambda d, pinned=None: object())
+    monkeypatch.setenv(memory.PINNED_POOL_VAR, "10")
+    assert memory.pinned_room(dev, 3 << 30, in_use=1 << 30) == (6 << 30) - memory.PINNED_RESERVE
+    assert memory.pinned_room(dev, 9 << 30, in_use=1 << 30) == 0

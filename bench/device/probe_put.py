@@ -35,7 +35,9 @@ def main(log_n=25, log_chunk=21):
     t = time.perf_counter()
     pv = T.pin_vector(x, dev)
     jax.block_until_ready(list(pv.pieces))
-    rows = [{"case": "pin", "s": time.perf_counter() - t}]
+    base = {"n": n, "chunk": chunk, "piece": pv.piece, "GB": gb, "device": str(dev.device_kind),
+            "pinned": not isinstance(pv.pieces[0], np.ndarray), "jax": jax.__version__}
+    print(json.dumps({"case": "pin", "s": time.perf_counter() - t, **base}), flush=True)
 
     def pageable_each():
         with T.copy_pool() as pool:
@@ -66,8 +68,8 @@ def main(log_n=25, log_chunk=21):
         with T.copy_pool() as pool:
             jax.block_until_ready(T.put_planes(view, pool))
 
-    def pinned_array_whole():
-        jax.block_until_ready(jax.device_put(held, dev))
+    def pinned_array_whole():   # to the sharding (a bare Device: "memory kind mismatch", s47)
+        jax.block_until_ready(jax.device_put(held, jax.sharding.SingleDeviceSharding(dev)))
 
     for name, f in (("pageable_each", pageable_each), ("pinned_each", pinned_each),
                     ("pinned_in_flight", pinned_flight), ("raw_pinned_pieces", raw_pieces),
@@ -75,11 +77,8 @@ def main(log_n=25, log_chunk=21):
                     ("pinned_array_whole", pinned_array_whole)):
         s = timed(f)
         size = view.nbytes / 1e9 if name.startswith(("pinned_view", "pinned_array")) else gb
-        rows.append({"case": name, "s": s, "GB_s": size / s, "case_GB": size})
-    for r in rows:
-        print(json.dumps({**r, "GB": gb, "n": n, "chunk": chunk, "piece": pv.piece,
-                          "pinned": not isinstance(pv.pieces[0], np.ndarray),
-                          "device": str(dev.device_kind), "jax": jax.__version__}), flush=True)
+        print(json.dumps({"case": name, "s": s, "GB_s": size / s, "case_GB": size, **base}),
+              flush=True)                        # each as it is measured: a failure keeps the rest
 
 
 if __name__ == "__main__":

@@ -795,7 +795,7 @@ def run_case(kind: str, size: str, reps: int = 5, env: dict | None = None,
     rec["host_witness"] = host_witness
     if host_witness:           # the witness leaves the device (the 16 GB mode's h and MSMs)
         t = time.perf_counter()
-        w = transfer.fetch(w)
+        w = transfer.fetch_held(w)   # its pinned copy kept: put back by DMA (hypothesis 91)
         rec["witness_fetch_s"] = time.perf_counter() - t
     prover = E.Groth16Prover(keys_in_host_memory=keys_in_host, out_of_core_budget=out_of_core)
     t = time.perf_counter()

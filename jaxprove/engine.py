@@ -774,7 +774,7 @@ class Groth16Prover:
         if split:
             log.info("%s: the merged MSM passes do not fit beside the key: the key is held "
                      "split", spec.topology)
-        pin = G.proof_pinned_bytes(m if ooc else None, self._witness_on_host) if (
+        pin = G.proof_pinned_bytes(m if ooc else None, self._witness_on_host, 2) if (
             self.pinned_key and mp.mode != "resident") else None
         pk, vk = self._keys(spec, device, m, pos, host=mp.mode != "resident" or split, pin=pin)
         if split:                          # split in host memory, then on the device
@@ -834,7 +834,7 @@ class Groth16Prover:
             if p is None or p.mode != "out-of-core":
                 return w
         from ops import transfer
-        return transfer.fetch(w)
+        return transfer.fetch_held(w)       # its pinned copy kept: put back by DMA (91)
 
     def prove(self, res, w, use, msm_budget_bytes, on_stage=None):
         import jax.numpy as jnp

@@ -1186,9 +1186,11 @@ def prove_msms(pk: ProvingKey, w, h, num_inputs: int, positions: MSMPositions, r
     # freed before w comes to the device (a host w: hypothesis 83, bench/NOTES.md)
     msm_h = lap("msm_h", retried("msm_h", dense))
     del h, dense
-    if isinstance(w, np.ndarray):
+    if isinstance(w, np.ndarray):          # a PinnedView by one DMA (hypothesis 91)
         with span("prove.put_witness"), transfer.copy_pool() as pool:
-            w = lap("witness_put", transfer.put_planes(w, pool))
+            whole = transfer.held(w)
+            w = lap("witness_put", transfer.put_planes(w, pool) if whole is None else
+                    transfer.put_held(whole))
     # over w ‖ r, w ‖ s (δ's scalar last) and w's aux part, all read in place: no copy of w
     msm_a = split("msm_a", G1, pk.a, w, pos_a, tail=one(r))
     msm_b1 = split("msm_b_g1", G1, pk.b_g1, w, pos_b, tail=one(s))
@@ -1560,17 +1562,19 @@ def pinned_bytes(pk: ProvingKey) -> int:
                    y, transfer.PinnedVector)) if isinstance(x, transfer.PinnedVector))
 
 
-def proof_pinned_bytes(matrices: pce.Matrices | None, host_witness: bool = False) -> int:
+def proof_pinned_bytes(matrices: pce.Matrices | None, host_witness: bool = False,
+                       witnesses: int = 1) -> int:
     """Pinned host bytes a 16 GB-mode proof takes beside its pinned key
     (bench/NOTES.md hypothesis 92): the SpMV's prepared row blocks (about
     the matrices' bytes), its host vectors (``out_of_core_host_bytes`` of
     the path ``out_of_core_plan`` tries first, fetched into pinned memory)
-    and, with ``host_witness``, the witness (32 bytes a variable); 0 for
-    ``matrices`` None (streaming: only the key is pinned)."""
+    and, with ``host_witness``, ``witnesses`` witnesses (32 bytes a variable
+    each: an engine holds the next batch's beside the running proof's); 0
+    for ``matrices`` None (streaming: only the key is pinned)."""
     if matrices is None:
         return 0
     return (matrices.nbytes + out_of_core_host_bytes(matrices.rows, device_h=host_witness)
-            + (32 * matrices.num_vars if host_witness else 0))
+            + (32 * matrices.num_vars * witnesses if host_witness else 0))
 
 
 def place_keys(keys, device=None, host: bool = False):

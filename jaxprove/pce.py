@@ -556,7 +556,9 @@ def evaluate_host(m: Matrices, w, budget: int, *, length: int | None = None,
     """``evaluate`` out of core: m's arrays in host memory (``to_host``; device
     arrays work too), w (8, *batch, num_vars) on the device or in host
     memory (numpy: put a piece at a time into the element-major copy,
-    ``element_major_host``) -> (a, b, c), each a host numpy uint32 (8,
+    ``element_major_host``; a whole ``ops.transfer.PinnedView``, where twice
+    its bytes fit the budget: put by one DMA, made element-major on the
+    device, bench/NOTES.md hypothesis 91) -> (a, b, c), each a host numpy uint32 (8,
     *batch, length) (length ≥ rows, default rows; rows [rows, length) zero:
     the domain padding), equal bit for bit.
 
@@ -616,7 +618,13 @@ def evaluate_host(m: Matrices, w, budget: int, *, length: int | None = None,
     dev = next(iter(w.devices())) if isinstance(w, jax.Array) else jax.devices()[0]
     planes, outs = {}, {}
     with transfer.copy_pool() as pool:
-        if isinstance(w, np.ndarray):
+        whole = transfer.held(w)
+        if whole is not None and 2 * w.nbytes <= budget:   # hypothesis 91: one DMA, then
+            wd = transfer.put_held(whole, dev)              # element-major on the device
+            wt = spmv.element_major_untuned(wd if wd.ndim == 3 else
+                                            wd.reshape(Fr.L, B, m.num_vars))
+            del wd
+        elif isinstance(w, np.ndarray):
             wt = element_major_host(w.reshape(Fr.L, B, m.num_vars), dev, pool)
         else:
             wt = spmv.element_major_untuned(w.reshape(Fr.L, B, m.num_vars))

@@ -22,7 +22,11 @@ again and again (the 16 GB mode's matrix row blocks) in ``pinned_host``
 memory once, so that every later ``jax.device_put`` of it runs at the link's
 rate (46.9 / 54.7 GB/s from pinned memory against 7.1 / 6.8 GB/s from
 pageable numpy, whole, at 2^23 / 2^27); ``put_planes`` puts pageable numpy
-one plane per thread (17 / 28 GB/s).
+one plane per thread (17 / 28 GB/s).  ``fetch_held`` fetches an array that
+will go back (the 16 GB mode's host witness) as a ``PinnedView``: numpy
+that keeps its pinned buffer, so ``put_held`` puts it back by one DMA
+instead of through pageable staging (a numpy view of pinned memory goes at
+the pageable rate: ``jax.device_put`` copies numpy into its own staging).
 """
 from __future__ import annotations
 
@@ -310,6 +314,49 @@ def start_fetch(x: jax.Array, pinned: bool | None = None) -> jax.Array:
         x.copy_to_host_async()
         return x
     return jax.device_put(x, s)
+
+
+class PinnedView(np.ndarray):
+    """A read-only numpy view of an array's copy in pinned host memory that
+    keeps that copy (a ``pinned_host`` jax Array) as ``pinned``
+    (``fetch_held``).  Any array derived from it (a slice, a reshape, a
+    ufunc's result) is a view like it with ``pinned`` None: only the whole
+    fetched array goes back by ``put_held``."""
+    pinned = None
+
+    def __array_finalize__(self, obj):
+        self.pinned = None
+
+
+def fetch_held(x, pinned: bool | None = None) -> np.ndarray:
+    """``fetch(x, pinned)``, as a ``PinnedView`` keeping its pinned copy
+    where there is one (on a GPU), for an array that goes back to the
+    device later (bench/NOTES.md hypothesis 91); a plain numpy array
+    elsewhere."""
+    if not isinstance(x, jax.Array):
+        return np.asarray(x)
+    y = start_fetch(x, pinned)
+    v = np.asarray(y)
+    if y is not x and y.sharding.memory_kind == PINNED:
+        v = v.view(PinnedView)
+        v.pinned = y
+    return v
+
+
+def held(x) -> jax.Array | None:
+    """x's pinned copy where x is a whole ``PinnedView`` (``fetch_held``),
+    else None."""
+    return x.pinned if isinstance(x, PinnedView) else None
+
+
+def put_held(x: jax.Array, dev=None) -> jax.Array:
+    """A ``pinned_host`` jax Array (``held``) on ``dev``'s default memory
+    (default the default device): one DMA at the link's rate (53 GB/s on
+    an H100 from pinned pieces, bench/results/h100_s46_probe_put.jsonl),
+    the whole array on the device at once."""
+    if dev is None:                              # the default device (its context too)
+        (dev,) = jnp.zeros(()).devices()
+    return jax.device_put(x, jax.sharding.SingleDeviceSharding(dev))
 
 
 def fetch(x, pinned: bool | None = None) -> np.ndarray:

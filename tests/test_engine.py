@@ -585,7 +585,7 @@ def test_groth16_prover_pins_the_held_key(monkeypatch):
     monkeypatch.setattr(memory, "pinned_room", lambda dev, reserve=0, in_use=0: rooms.append(
         (reserve, in_use)) or 1 << 40)
     dev = jax.devices()[0]
-    for kw, reserve in (({"out_of_core_budget": 8000}, G.proof_pinned_bytes(m, True)),
+    for kw, reserve in (({"out_of_core_budget": 8000}, G.proof_pinned_bytes(m, True, 2)),
                         ({}, 0)):                           # the 16 GB mode, streaming
         pins.clear(), rooms.clear()
         prover = E.Groth16Prover(keys_dir="stored", keys_in_host_memory=True, pinned_key=True,

@@ -563,3 +563,4 @@ def test_proof_pinned_bytes_counts_blocks_vectors_and_witness(circuit):
     assert G.proof_pinned_bytes(None, True) == 0
     assert G.proof_pinned_bytes(m) == m.nbytes + 4 * 32 * n
     assert G.proof_pinned_bytes(m, host_witness=True) == m.nbytes + 2 * 32 * n + 32 * m.num_vars
+    assert G.proof_pinned_bytes(m, True, witnesses=2) == m.nbytes + 2 * 32 * n + 64 * m.num_vars

@@ -151,6 +151,15 @@ def test_evaluate_host_from_a_host_witness_into_device_planes(random_circuit, la
                                   on_device=(0, 1))          # the plan cut per call: the same
     flat = lambda x: np.stack([np.asarray(p) for p in x]).reshape(8, 2, length)  # noqa: E731
     assert all(np.array_equal(flat(x), flat(y)) for x, y in ((a2, a), (b2, b)))
+    # hypothesis 91: a witness held in pinned memory (fetch_held) goes by one DMA, made
+    # element-major on the device (no pieces); a slice of it (pinned None) by pieces
+    held = transfer.fetch_held(jnp.asarray(w), pinned=True)
+    assert isinstance(held, transfer.PinnedView) and transfer.held(held) is not None
+    assert transfer.held(held[:, :1]) is None and transfer.held(np.asarray(w)) is None
+    puts.clear()
+    a3, b3, c3 = pce.evaluate_host(host, held, sb + vectors, length=length, on_device=(0, 1))
+    assert puts == [] and np.array_equal(c3, c)
+    assert all(np.array_equal(flat(x), flat(y)) for x, y in ((a3, a), (b3, b)))
     with pytest.raises(ValueError, match="check needs"):
         pce.evaluate_host(host, w, sb + vectors, length=length, on_device=(0,), check=True)
     with pytest.raises(ValueError, match="plane_shape"):
@@ -535,11 +544,14 @@ def test_prove_out_of_core_equals_in_core(cubic_circuit, monkeypatch):
 
 
 @pytest.mark.slow
-def test_prove_out_of_core_from_a_host_witness(cubic_circuit, monkeypatch):
+@pytest.mark.parametrize("held", [False, True])
+def test_prove_out_of_core_from_a_host_witness(cubic_circuit, monkeypatch, held):
     """A host witness (hypothesis 83): a and b evaluated into device planes,
     h on the device (``h_coefficients_device``), H's MSM first, then w put
     on the device for the others (stage witness_put): the proof equals the
-    in-core one; the plan built by ``device_h_plan`` is the one used."""
+    in-core one; the plan built by ``device_h_plan`` is the one used.  A
+    witness held in pinned memory (``transfer.fetch_held``, hypothesis 91)
+    is put back whole by ``put_held``, twice (the SpMV's, witness_put's)."""
     m, w, host_pk, *_ = cubic_circuit
     budget = M.working_set_bytes(G2, 8, 2, 4, M.MSMConfig(**SMALL_MSM))
     want, _ = G.prove(host_pk, m, w, seed=5, msm_config=M.MSMConfig(**SMALL_MSM, budget_bytes=budget))
@@ -549,14 +561,19 @@ def test_prove_out_of_core_from_a_host_witness(cubic_circuit, monkeypatch):
     used, real = [], pce.evaluate_host
     monkeypatch.setattr(pce, "evaluate_host",
                         lambda *a, **k: used.append(k["plan"]) or real(*a, **k))
-    order = []
-    got, times = G.prove(host_pk, host, np.asarray(w), seed=5,
+    order, whole, real_put = [], [], transfer.put_held
+    monkeypatch.setattr(transfer, "put_held", lambda x, dev=None: whole.append(x.shape) or
+                        real_put(x, dev))
+    hw = transfer.fetch_held(jnp.asarray(w), pinned=True) if held else np.asarray(w)
+    assert isinstance(hw, transfer.PinnedView) is held
+    got, times = G.prove(host_pk, host, hw, seed=5,
                          msm_config=M.MSMConfig(**SMALL_MSM), out_of_core_budget=budget,
                          host_plan=plan, on_stage=order.append)
     assert forms == ["h_coefficients_device"] and used == [plan]
     _same_proof(got, want)
     assert set(times) - {"paused"} == STAGES | {"witness_put"}
     assert order.index("msm_h") < order.index("witness_put") < order.index("msm_a")
+    assert whole == ([hw.shape] * 2 if held else [])
 
 
 @pytest.mark.slow

@@ -94,6 +94,24 @@ def test_pinned_fetch_equals_the_plain_one():
 
 
 @pytest.mark.skipif(not HAS_PINNED, reason="no pinned_host memory kind on this device")
+def test_fetch_held_keeps_the_pinned_copy_for_one_dma_back():
+    """``fetch_held`` (hypothesis 91): where the copy is pinned, a ``PinnedView``
+    whose values are x's and whose ``held`` copy ``put_held`` puts back on
+    the device (default memory, equal); its slices, reshapes and ufunc
+    results hold no copy; without pinned memory, or of numpy, plain numpy."""
+    x = jnp.arange(24, dtype=jnp.uint32).reshape(2, 3, 4)
+    v = T.fetch_held(x, pinned=True)
+    assert isinstance(v, T.PinnedView) and np.array_equal(v, np.asarray(x))
+    h = T.held(v)
+    assert h is not None and h.sharding.memory_kind == T.PINNED
+    back = T.put_held(h)
+    assert back.sharding.memory_kind != T.PINNED and np.array_equal(np.asarray(back), np.asarray(x))
+    assert T.held(v[:, 1:]) is None and T.held(v.reshape(6, 4)) is None and T.held(v + 1) is None
+    for plain in (T.fetch_held(x, pinned=False), T.fetch_held(np.asarray(x))):
+        assert type(plain) is np.ndarray and np.array_equal(plain, np.asarray(x))
+        assert T.held(plain) is None
+
+
 def test_host_ntt_through_pinned_fetches(monkeypatch):
     """ops.four_step's sweeps with every block fetched through pinned memory
     (the GPU's path, forced here): the out-of-core coset NTT equals the

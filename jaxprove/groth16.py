@@ -519,7 +519,7 @@ def h_coefficients_resident(a: np.ndarray, b: np.ndarray, c: np.ndarray, log_m: 
     return _joined_head(h, a.shape)
 
 
-def h_coefficients_device(a: tuple, b: tuple, c: np.ndarray, log_m: int, budget: int,
+def h_coefficients_device(a: tuple, b: tuple, c, log_m: int, budget: int,
                           log_n1: int | None = None, *,
                           check: Callable[[np.ndarray], None] | None = None) -> jax.Array:
     """``h_coefficients_resident`` with three whole vectors on the device
@@ -532,8 +532,9 @@ def h_coefficients_device(a: tuple, b: tuple, c: np.ndarray, log_m: int, budget:
     ``ops.four_step.step_bytes`` within ``budget`` (ValueError where one
     line does not fit beside them).
 
-    c goes up whole into the third vector (one vector of host traffic, the
-    only one); ``check`` (as ``h_coefficients_resident``'s) runs over the
+    c (numpy, or ``pce.HeldRows``: its blocks' results as fetched, written
+    into the planes by ``pce.held_planes``, hypothesis 94) goes up whole
+    into the third vector (one vector of host traffic, the only one); ``check`` (as ``h_coefficients_resident``'s) runs over the
     three vectors on the device; sweeps A and B transform each vector in
     place, sweep C reads a's and b's column blocks where they are and writes
     the quotient over c's columns, sweep D writes h transposed into a's
@@ -553,7 +554,8 @@ def h_coefficients_device(a: tuple, b: tuple, c: np.ndarray, log_m: int, budget:
     tabs = FS.tables(log_m)
     with transfer.copy_pool() as pool:
         with span("h_resident.put"):
-            t = FS.put_limbs(FS.matrix(c, n1), pool)
+            t = pce.held_planes(c, (n1, n2), pool) if isinstance(c, pce.HeldRows) else \
+                FS.put_limbs(FS.matrix(c, n1), pool)
         if check is not None:
             k = chunks["check"]
             check(_first_bad(a, b, lambda q0: t, n1, n2, k, c.shape[1:-1]))
@@ -1006,14 +1008,15 @@ def _h_on_device(matrices: pce.Matrices, w: np.ndarray, log_m: int, budget: int,
     """h (8, *batch, m − 1) on the device from a host witness (hypothesis 83,
     bench/NOTES.md), within ``budget`` device bytes (all of them: w is not
     there): a and b evaluated into device limb planes, c into host memory
-    (``pce.evaluate_host(on_device=(0, 1))``; stage spmv), then
+    (``pce.evaluate_host(on_device=(0, 1), held=(2,))``: c's blocks kept as
+    fetched, hypothesis 94; stage spmv), then
     ``h_coefficients_device`` (the check inside it: stage check; stage
     ntt; ``plan``: ``_device_h_plan``'s).  Host traffic: w's pieces, the
     matrices' blocks, c out and in."""
     m = 1 << log_m
     n1 = 1 << FS.default_log_n1(log_m)
     a, b, c = lap("spmv", pce.evaluate_host(matrices, w, budget, length=m, plan=plan,
-                                            on_device=DEVICE_H_PLANES,
+                                            on_device=DEVICE_H_PLANES, held=(2,),
                                             plane_shape=(n1, m // n1)))
 
     def checked(first):

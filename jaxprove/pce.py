@@ -552,7 +552,7 @@ def first_over_blocks(count: int, size: int, first_at, shape, unit: int = 1) -> 
 def evaluate_host(m: Matrices, w, budget: int, *, length: int | None = None,
                   check: bool = False, plan: HostPlan | None = None,
                   learned: dict | None = None, on_device: tuple = (),
-                  plane_shape: tuple | None = None):
+                  plane_shape: tuple | None = None, held: tuple = ()):
     """``evaluate`` out of core: m's arrays in host memory (``to_host``; device
     arrays work too), w (8, *batch, num_vars) on the device or in host
     memory (numpy: put a piece at a time into the element-major copy,
@@ -572,6 +572,11 @@ def evaluate_host(m: Matrices, w, budget: int, *, length: int | None = None,
     matrix's row blocks are planned within what the planes existing by then
     leave (``spmv_budgets``; bench/NOTES.md hypothesis 85: C's and A's
     blocks beside no planes and one instead of two, fewer and larger).
+
+    ``held`` (indices of matrices with host results): those come back as
+    ``HeldRows`` (each block's limbs as fetched, pinned on a GPU, not copied
+    into one numpy array: ``held_planes`` writes them into device planes
+    later, bench/NOTES.md hypothesis 94).
 
     Each matrix is evaluated in row blocks (``plan``, a ``HostPlan`` of m
     for this batch, budget, ``on_device`` and length, prepared once by the caller;
@@ -602,8 +607,13 @@ def evaluate_host(m: Matrices, w, budget: int, *, length: int | None = None,
     if math.prod(plane_shape) != length:
         raise ValueError(f"evaluate_host: plane_shape {plane_shape} does not hold {length} "
                          f"elements")
-    if check and on_device:
-        raise ValueError("evaluate_host: check needs a, b, c in host memory (on_device empty)")
+    held = tuple(sorted(set(held)))
+    if any(k not in (0, 1, 2) or k in on_device for k in held):
+        raise ValueError(f"evaluate_host: held names matrices 0, 1, 2 (A, B, C) not on the "
+                         f"device, got {held} (on the device: {on_device})")
+    if check and (on_device or held):
+        raise ValueError("evaluate_host: check needs a, b, c in host memory (on_device and "
+                         "held empty)")
     if plan is None:
         plan = host_plan(m, B, budget, on_device=on_device, length=length, prepared=False)
     else:
@@ -616,7 +626,7 @@ def evaluate_host(m: Matrices, w, budget: int, *, length: int | None = None,
                 f"{want[0]} instances, {want[1]} bytes, {want[2]} (length {want[3]}) and "
                 f"{want[4]} rows of circuit {m.name!r}")
     dev = next(iter(w.devices())) if isinstance(w, jax.Array) else jax.devices()[0]
-    planes, outs = {}, {}
+    planes, outs, kept = {}, {}, {}
     with transfer.copy_pool() as pool:
         whole = transfer.held(w)
         if whole is not None and 2 * w.nbytes <= budget:   # hypothesis 91: one DMA, then
@@ -633,6 +643,8 @@ def evaluate_host(m: Matrices, w, budget: int, *, length: int | None = None,
             if k in on_device:
                 planes[k] = tuple(jnp.zeros(batch + plane_shape, jnp.uint32, device=dev)
                                   for _ in range(Fr.L))
+            elif k in held:
+                kept[k] = []
             else:
                 outs[k] = np.empty((Fr.L, B, length), np.uint32)
                 outs[k][:, :, m.rows:] = 0
@@ -645,6 +657,9 @@ def evaluate_host(m: Matrices, w, budget: int, *, length: int | None = None,
                 if k in planes:
                     planes[k] = _write_planes(planes[k], y, jnp.int32(r0), jnp.int32(r1 - r0))
                     continue
+                if k in kept:                  # kept as fetched: no copy into one array
+                    kept[k].append((r0, r1, transfer.start_fetch(y)))
+                    continue
                 y = transfer.start_fetch(y)                       # pinned on a GPU
                 if pending is not None:
                     _write_rows(outs[k], *pending, pool)
@@ -655,6 +670,7 @@ def evaluate_host(m: Matrices, w, budget: int, *, length: int | None = None,
         first = check_host(*(outs[k] for k in range(3)), m.rows, budget, learned, pool) \
             if check else None
     res = tuple(planes[k] if k in planes else
+                HeldRows(tuple(kept[k]), (Fr.L,) + batch + (length,)) if k in kept else
                 outs[k].reshape((Fr.L,) + batch + (length,)) for k in range(3))
     return res + (first.reshape(batch),) if check else res
 
@@ -710,31 +726,96 @@ def _write_planes(planes, y, r0, live):
     """Limb planes ``(*batch, *shape)`` (donated: written in place) with
     flat elements [r0, r0 + live) of each instance = y's first ``live``
     rows (y: a block's result (8, B, R), B = prod(batch), R ≥ live; rows
-    past ``live`` and past the planes' end are dropped).
+    past ``live`` and past the planes' end are dropped): ``_set_rows``
+    per plane."""
+    return tuple(_set_rows(p, y[i], r0, live) for i, p in enumerate(planes))
+
+
+@functools.partial(jax.jit, donate_argnums=(0,))
+def _write_plane(plane, yi, r0, live):
+    """``_write_planes`` for one limb's plane and its rows yi (B, R)."""
+    return _set_rows(plane, yi, r0, live)
+
+
+def _set_rows(p, yi, r0, live):
+    """Plane p ``(*batch, *shape)`` with flat elements [r0, r0 + live) of
+    each instance = the first ``live`` columns of yi (B, R).
 
     A window of R rows at s = min(r0, L − R) (in range: the last block's
-    window ends at the plane's end L) is read, blended with y shifted by
-    r0 − s rows (a slice of [0…0, y]) where the block's rows land, and
+    window ends at the plane's end L) is read, blended with yi shifted by
+    r0 − s rows (a slice of [0…0, yi]) where the block's rows land, and
     written back: slices only.  The scatter this replaces (an index per
     row) took 930 of the 979 ms the device h's SpMV kept an H100 busy at
     32GiB (bench/NOTES.md hypothesis 90)."""
-    out = []
-    for i, p in enumerate(planes):
-        flat = p.reshape(y.shape[1], -1)
-        L = flat.shape[-1]
-        yi = y[i][:, :L]                 # rows past L land past the end: dropped
-        R = yi.shape[-1]
-        s = jnp.minimum(r0, L - R)
-        d = r0 - s                       # 0 <= d <= R: y's row 0 lands at window row d
-        shifted = jax.lax.dynamic_slice_in_dim(
-            jnp.concatenate([jnp.zeros_like(yi), yi], axis=-1), R - d, R, axis=-1)
-        k = jnp.arange(R, dtype=jnp.int32)
-        keep = (k >= d) & (k - d < live)
-        window = jax.lax.dynamic_slice_in_dim(flat, s, R, axis=-1)
-        flat = jax.lax.dynamic_update_slice_in_dim(flat, jnp.where(keep, shifted, window), s,
-                                                   axis=-1)
-        out.append(flat.reshape(p.shape))
-    return tuple(out)
+    flat = p.reshape(yi.shape[0], -1)
+    L = flat.shape[-1]
+    yi = yi[:, :L]                       # rows past L land past the end: dropped
+    R = yi.shape[-1]
+    s = jnp.minimum(r0, L - R)
+    d = r0 - s                           # 0 <= d <= R: yi's row 0 lands at window row d
+    shifted = jax.lax.dynamic_slice_in_dim(
+        jnp.concatenate([jnp.zeros_like(yi), yi], axis=-1), R - d, R, axis=-1)
+    k = jnp.arange(R, dtype=jnp.int32)
+    keep = (k >= d) & (k - d < live)
+    window = jax.lax.dynamic_slice_in_dim(flat, s, R, axis=-1)
+    flat = jax.lax.dynamic_update_slice_in_dim(flat, jnp.where(keep, shifted, window), s,
+                                               axis=-1)
+    return flat.reshape(p.shape)
+
+
+class HeldRows(NamedTuple):
+    """A matrix's results ``(8, *batch, length)`` as ``evaluate_host(held=)``
+    leaves them (bench/NOTES.md hypothesis 94): per row block ``(r0, r1,
+    y)``, y its result ``(8, B, R)`` (R ≥ r1 − r0) as fetched
+    (``ops.transfer.start_fetch``: a pinned host jax Array on a GPU), whose
+    first r1 − r0 rows are rows [r0, r1); every row no block holds is
+    zero.  ``shape``, ``dtype``, ``ndim`` and ``nbytes`` are the vector's."""
+    blocks: tuple
+    shape: tuple
+
+    dtype = np.dtype(np.uint32)
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    @property
+    def nbytes(self) -> int:
+        return math.prod(self.shape) * self.dtype.itemsize
+
+
+HELD_IN_FLIGHT = 2   # held_planes: limbs put ahead of the one being written
+
+
+def held_planes(x: HeldRows, plane_shape: tuple, pool=None, dev=None) -> tuple:
+    """x on ``dev`` (default the default device) as its 8 limb planes
+    ``(*batch, *plane_shape)`` (``plane_shape`` holding the length): zeros,
+    then each block's limbs put from their host view
+    (``ops.transfer.put_planes`` on ``pool``'s threads) and written in place
+    (``_write_plane``), one limb at a time with at most ``HELD_IN_FLIGHT``
+    more in flight, so the device holds the vector and about three limbs
+    of one block, never a block whole (at 32GiB the 16 GB mode's h has
+    ~1 GB beside its three vectors; a block of C's results is ~1 GB).  No
+    copy of the vector is made on the host (``evaluate_host``'s
+    ``_write_rows``: 215 ms a 32GiB proof on an H100)."""
+    L, *batch, length = x.shape
+    if math.prod(plane_shape) != length:
+        raise ValueError(f"held_planes: plane_shape {plane_shape} does not hold {length} "
+                         f"elements")
+    if dev is None:                              # the default device (its context too)
+        (dev,) = jnp.zeros(()).devices()
+    planes = [jnp.zeros(tuple(batch) + tuple(plane_shape), x.dtype, device=dev)
+              for _ in range(L)]
+    written = []
+    for r0, r1, y in x.blocks:
+        src = np.asarray(y)                      # a view of the pinned copy on a GPU
+        for i in range(L):
+            limb = transfer.put_planes(src[i], pool, dev=dev)   # whole: one program
+            planes[i] = _write_plane(planes[i], limb, jnp.int32(r0), jnp.int32(r1 - r0))
+            written.append(planes[i])
+            if len(written) > HELD_IN_FLIGHT:    # < L: never a plane donated since
+                jax.block_until_ready(written.pop(0))
+    return tuple(planes)
 
 
 def check_host(a: np.ndarray, b: np.ndarray, c: np.ndarray, rows: int, budget: int,

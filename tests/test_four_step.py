@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from jaxprove import groth16 as G
+from jaxprove import pce
 from ops import four_step as FS
 from ops import ntt as N
 from ops import transfer
@@ -289,6 +290,21 @@ def test_h_coefficients_device_equals_device():
     assert np.array_equal(np.asarray(got), want)
     assert len(seen) == 1 and (seen[0] == -1).all() and seen[0].shape == batch
     assert all(p.is_deleted() for p in ua + ub)          # donated to the sweeps
+    # hypothesis 94: c as pce.HeldRows (its row blocks' results as fetched, rows past
+    # each block's live ones garbage, blocks in any order): the same h
+    rng = np.random.default_rng(5)
+    R, cuts = 25, [(20, 45), (0, 20), (45, 1 << k)]
+    flat = c.reshape(8, -1, 1 << k)
+    blocks = []
+    for r0, r1 in cuts:
+        y = rng.integers(0, 2**32, (8, flat.shape[1], R), dtype=np.uint32)
+        y[..., :r1 - r0] = flat[..., r0:r1]
+        blocks.append((r0, r1, jnp.asarray(y)))
+    held = pce.HeldRows(tuple(blocks), c.shape)
+    assert held.nbytes == c.nbytes and held.ndim == c.ndim and held.dtype == c.dtype
+    again = G.h_coefficients_device(_device_planes(a, log_n1), _device_planes(b, log_n1), held,
+                                    k, budget, log_n1=log_n1)
+    assert np.array_equal(np.asarray(again), want)
     bad = _unsatisfied(c)
 
     def refuse(first):

@@ -160,6 +160,20 @@ def test_evaluate_host_from_a_host_witness_into_device_planes(random_circuit, la
     a3, b3, c3 = pce.evaluate_host(host, held, sb + vectors, length=length, on_device=(0, 1))
     assert puts == [] and np.array_equal(c3, c)
     assert all(np.array_equal(flat(x), flat(y)) for x, y in ((a3, a), (b3, b)))
+    # hypothesis 94: C held (its blocks' results as fetched): the same rows, as planes
+    a4, b4, c4 = pce.evaluate_host(host, np.asarray(w), sb + vectors, length=length,
+                                   on_device=(0, 1), plane_shape=(n1, length // n1),
+                                   plan=plan, held=(2,))
+    assert isinstance(c4, pce.HeldRows) and c4.shape == c.shape and c4.nbytes == c.nbytes
+    assert [(r0, r1) for r0, r1, _ in c4.blocks] == list(plan.plans[2].blocks)
+    assert all(np.array_equal(flat(x), flat(y)) for x, y in ((a4, a), (b4, b)))
+    assert np.array_equal(flat(pce.held_planes(c4, (n1, length // n1))), c)
+    with pytest.raises(ValueError, match="does not hold"):
+        pce.held_planes(c4, (3, 5))
+    with pytest.raises(ValueError, match="held names"):
+        pce.evaluate_host(host, w, sb + vectors, length=length, on_device=(0, 1), held=(1,))
+    with pytest.raises(ValueError, match="check needs"):
+        pce.evaluate_host(host, w, sb + vectors, held=(2,), check=True)
     with pytest.raises(ValueError, match="check needs"):
         pce.evaluate_host(host, w, sb + vectors, length=length, on_device=(0,), check=True)
     with pytest.raises(ValueError, match="plane_shape"):

@@ -179,11 +179,12 @@ def stage(case: str, log_n: int = 20, kind: str = "porep", size: str = "2KiB",
             if not plan.on_device:
                 raise ValueError(f"profile: {budget} bytes hold no device h for {label}")
             n1 = 1 << FS.default_log_n1(G.domain_log(host.rows))
-            wh = transfer.fetch(w)                    # as the prover's: fetched to the host
+            wh = transfer.fetch_held(w)               # as the prover's: held on the host (91)
 
-            def spmv_device(w):
+            def spmv_device(w):                       # as _h_on_device: C held (94)
                 return pce.evaluate_host(host, w, budget, length=length, plan=plan,
-                                         on_device=(0, 1), plane_shape=(n1, length // n1))
+                                         on_device=(0, 1), plane_shape=(n1, length // n1),
+                                         held=(2,))
             return spmv_device, (wh,), (f"{label}: {host.rows} rows within "
                                         f"{budget / 2**30:.3g} GiB, a and b on the device")
         plan = pce.host_plan(host, 1, budget)

@@ -630,7 +630,8 @@ def evaluate_host(m: Matrices, w, budget: int, *, length: int | None = None,
     with transfer.copy_pool() as pool:
         whole = transfer.held(w)
         if whole is not None and 2 * w.nbytes <= budget:   # hypothesis 91: one DMA, then
-            wd = transfer.put_held(whole, dev)              # element-major on the device
+            with span("evaluate_host.put_witness"):         # element-major on the device
+                wd = transfer.put_held(whole, dev)
             wt = spmv.element_major_untuned(wd if wd.ndim == 3 else
                                             wd.reshape(Fr.L, B, m.num_vars))
             del wd
@@ -658,7 +659,8 @@ def evaluate_host(m: Matrices, w, budget: int, *, length: int | None = None,
                     planes[k] = _write_planes(planes[k], y, jnp.int32(r0), jnp.int32(r1 - r0))
                     continue
                 if k in kept:                  # kept as fetched: no copy into one array
-                    kept[k].append((r0, r1, transfer.start_fetch(y)))
+                    with span("evaluate_host.hold"):
+                        kept[k].append((r0, r1, transfer.start_fetch(y)))
                     continue
                 y = transfer.start_fetch(y)                       # pinned on a GPU
                 if pending is not None:

@@ -94,8 +94,8 @@ def test_profile_the_16gb_modes_host_stages_names_their_spans(tmp_path):
     rec = P.profile("spmv_device", reps=1, kind="window-post", size="2KiB", challenges=1,
                     circuit_dir=str(tmp_path / "fc"), top=3, budget_gib=0.01)   # 83's spmv
     assert rec["size"].endswith("within 0.01 GiB, a and b on the device")
-    assert {"evaluate_host.put", "evaluate_host.put_witness", "evaluate_host.fetch"} \
-        <= set(rec["spans"])
+    assert {"evaluate_host.put", "evaluate_host.put_witness", "evaluate_host.hold"} \
+        <= set(rec["spans"])                                 # C held as fetched (94)
     with pytest.raises(ValueError, match="hold no device h|smallest row block"):
         P.stage("spmv_device", kind="window-post", size="2KiB", challenges=1,
                 circuit_dir=str(tmp_path / "fc"), budget_gib=1e-5)

@@ -74,10 +74,20 @@ def halving(run: Callable[[int], T], budget: int, what: str, retries: int = RETR
 def host_available() -> int | None:
     """The host's available memory in bytes (MemAvailable, /proc/meminfo:
     free plus what the kernel can reclaim), None where it cannot tell."""
+    return _meminfo("MemAvailable")
+
+
+def host_total() -> int | None:
+    """The host's memory in bytes (MemTotal, /proc/meminfo), None where it
+    cannot tell."""
+    return _meminfo("MemTotal")
+
+
+def _meminfo(key: str) -> int | None:
     try:
         with open("/proc/meminfo") as f:
             for line in f:
-                if line.startswith("MemAvailable:"):
+                if line.startswith(key + ":"):
                     return int(line.split()[1]) * 1024
     except (OSError, ValueError, IndexError):
         pass
@@ -90,19 +100,6 @@ def host_fits(nbytes: int, reserve: int = HOST_RESERVE, available: int | None = 
     cannot tell: the allocation is then the caller's default)."""
     have = host_available() if available is None else available
     return have is None or have - nbytes >= reserve
-
-
-def host_total() -> int | None:
-    """The host's memory in bytes (MemTotal, /proc/meminfo), None where it
-    cannot tell."""
-    try:
-        with open("/proc/meminfo") as f:
-            for line in f:
-                if line.startswith("MemTotal:"):
-                    return int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        pass
-    return None
 
 
 def pinned_pool_bytes(environ=None) -> int:

@@ -1511,8 +1511,8 @@ def pin_key(box: list, device=None, room: int | None = None) -> ProvingKey:
     from pinned memory at the link's rate), in turn while they fit in
     ``room`` bytes (None: no bound; ``memory.pinned_room`` less what a
     proof pins, ``proof_pinned_bytes``: hypothesis 92).  The vectors not
-    pinned stay numpy (logged): the MSMs take either.  The same where
-    pinning runs out of memory all the same.  Where the device has no
+    pinned stay numpy (logged): the MSMs take either; so too where
+    pinning runs out of memory.  Where the device has no
     pinned memory (the CPU) the vectors are held in pieces of numpy all
     the same."""
     pk = box.pop()

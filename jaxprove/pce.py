@@ -574,7 +574,7 @@ def evaluate_host(m: Matrices, w, budget: int, *, length: int | None = None,
     blocks beside no planes and one instead of two, fewer and larger).
 
     ``held`` (indices of matrices with host results): those come back as
-    ``HeldRows`` (each block's limbs as fetched, pinned on a GPU, not copied
+    ``HeldRows`` (each block's result as fetched, pinned on a GPU, not copied
     into one numpy array: ``held_planes`` writes them into device planes
     later, bench/NOTES.md hypothesis 94).
 

@@ -352,8 +352,10 @@ def plan(rows: int, num_vars: int, num_aux: int, dense_vars: int, matrices_bytes
     device a chunk at a time, ``ops.msm``); host while proving =
     the key + the matrices twice (``to_host``'s and the prepared
     ``pce.host_plan``'s pinned row blocks) + a, b, c and h (4 vectors of m:
-    the h steps overwrite a and b); ``host_witness``: no w on the device
-    before the MSMs (``modes.peak_bytes``)."""
+    the h steps overwrite a and b; the device h needs two, but falls back to
+    this path where it runs out of device memory); ``host_witness``: no w
+    on the device before the MSMs (``modes.peak_bytes``), and w in host
+    memory instead."""
     log_m = G.domain_log(rows)
     m = 1 << log_m
     split = msm_budget is not None or keys_in_host
@@ -376,7 +378,8 @@ def plan(rows: int, num_vars: int, num_aux: int, dense_vars: int, matrices_bytes
                     MD.peak_bytes(num_vars, num_aux, rows, matrices_bytes, "out-of-core",
                                   msm_budget=msm_budget, out_of_core=out_of_core,
                                   host_witness=host_witness), host_setup,
-                    key + 2 * matrices_bytes + G.out_of_core_host_bytes(rows))
+                    key + 2 * matrices_bytes + G.out_of_core_host_bytes(rows)
+                    + (FR_BYTES * num_vars if host_witness else 0))
     held = 0 if keys_in_host else key
     if msm_budget is not None:          # the per-MSM path: w ‖ r + the budget
         prove = held + MD.peak_bytes(num_vars, num_aux, rows, matrices_bytes, "streaming",

@@ -203,6 +203,9 @@ def test_cases_that_cannot_fit_are_refused_before_recording(tmp_path, monkeypatc
     # key, matrices twice (host, prepared row blocks), a, b, c and h
     matrices = F.MATRIX_BYTES_PER_ROW * o.rows
     assert o.host_prove_bytes == o.key_bytes + 2 * matrices + 4 * 32 * (1 << 27)
+    hw = F.plan_from_counts("porep", "32GiB", msm_budget=6 << 30, keys_in_host=True,
+                            out_of_core=6 << 30, host_witness=True)   # w waits in host memory
+    assert hw.host_prove_bytes == o.host_prove_bytes + 32 * o.rows          # rows = num_vars here
     small_host = F.shortfall(o, {"device": 15 << 30, "host": 90 << 30}, ("prove",))
     assert small_host.startswith("prove needs about") and "host memory" in small_host
     with pytest.raises(ValueError, match="out_of_core needs keys_in_host"):

@@ -740,7 +740,7 @@ def run_case(kind: str, size: str, reps: int = 5, env: dict | None = None,
         rec["pin_key_s"] = time.perf_counter() - t
         rec["pinned_key_bytes"], rec["pinned_pool_bytes"] = G.pinned_bytes(pk), memory.pinned_pool_bytes()
         _say(f"{memory.gib(rec['pinned_key_bytes'])} of the key pinned in host memory in "
-             f"{rec['pin_key_s']:.1f} s (the pool's cap {memory.gib(memory.pinned_pool_bytes())})")
+             f"{rec['pin_key_s']:.1f} s (the pool's cap {memory.gib(rec['pinned_pool_bytes'])})")
     host_plan = None
     if out_of_core is None:
         dom = jax.block_until_ready(N.domain(rec["domain_log"]))  # resident with the keys

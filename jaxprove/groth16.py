@@ -1517,15 +1517,16 @@ def pin_key(box: list, device=None, room: int | None = None) -> ProvingKey:
     the same."""
     pk = box.pop()
     dev = device or jax.devices()[0]
-    left = [room]
+    left = room
 
     def pin(x):
+        nonlocal left
         if not isinstance(x, np.ndarray):
             return x
-        if left[0] is not None:
-            if x.nbytes > left[0]:
+        if left is not None:
+            if x.nbytes > left:
                 raise _NoRoom(x.nbytes)
-            left[0] -= x.nbytes
+            left -= x.nbytes
         return transfer.pin_vector(x, dev)
 
     for f in POINT_VECTORS:

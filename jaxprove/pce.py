@@ -804,8 +804,7 @@ def held_planes(x: HeldRows, plane_shape: tuple, pool=None, dev=None) -> tuple:
     if math.prod(plane_shape) != length:
         raise ValueError(f"held_planes: plane_shape {plane_shape} does not hold {length} "
                          f"elements")
-    if dev is None:                              # the default device (its context too)
-        (dev,) = jnp.zeros(()).devices()
+    dev = transfer.default_device(dev)
     planes = [jnp.zeros(tuple(batch) + tuple(plane_shape), x.dtype, device=dev)
               for _ in range(L)]
     written = []

@@ -58,6 +58,14 @@ def copy_pool(pool: Executor | None = None, workers: int | None = None):
         yield own
 
 
+def default_device(dev=None):
+    """dev, or where it is None the device a new array goes to (the default
+    device, ``jax.default_device``'s context included)."""
+    if dev is None:
+        (dev,) = jnp.zeros(()).devices()
+    return dev
+
+
 def device_pinned_sharding(dev, pinned: bool | None = None):
     """The ``pinned_host`` sharding of device ``dev``, or None: where the
     device lacks that memory kind, or (``pinned`` None, the default) it is
@@ -273,8 +281,7 @@ def put_range(v: PinnedVector, lo: int, hi: int, size: int | None = None, dev=No
     size = hi - lo if size is None else size
     if not (0 <= lo <= hi <= v.n) or size < hi - lo:
         raise ValueError(f"put_range: [{lo}, {hi}) of {v.n} elements into {size}")
-    if dev is None:                              # the default device (its context too)
-        (dev,) = jnp.zeros(()).devices()
+    dev = default_device(dev)
     s = jax.sharding.SingleDeviceSharding(dev)
     P = v.piece
     k0, k1 = lo // P, -(-hi // P)
@@ -354,8 +361,7 @@ def put_held(x: jax.Array, dev=None) -> jax.Array:
     (default the default device): one DMA at the link's rate (53 GB/s on
     an H100 from pinned pieces, bench/results/h100_s46_probe_put.jsonl),
     the whole array on the device at once."""
-    if dev is None:                              # the default device (its context too)
-        (dev,) = jnp.zeros(()).devices()
+    dev = default_device(dev)
     return jax.device_put(x, jax.sharding.SingleDeviceSharding(dev))
 
 

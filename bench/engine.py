@@ -1021,7 +1021,14 @@ def main(argv=None):
     ap.add_argument("--out", default=None, help="append JSON records here")
     ap.add_argument("--cache", action="store_true", help="persistent compilation cache")
     a = ap.parse_args(argv)
-    memory.widen_pinned_pool()   # before the backend starts: the host's plans bound pinning
+    pinned = None             # before the backend starts: the pool's cap (hypothesis 95)
+    if a.pinned_key and a.case == "kind" and a.budget_gb is not None:
+        from bench import filecoin as BF      # the held key, and two witnesses in host memory
+        pinned = BF.pinned_estimate(
+            a.kind, a.size, None,
+            None if a.out_of_core_gb is None else int(a.out_of_core_gb * 2**30),
+            a.out_of_core_gb is not None and a.host_witness is not False, witnesses=2)
+    memory.widen_pinned_pool(pinned)
     if a.cache:
         from jaxprove.cache import enable_compilation_cache
         enable_compilation_cache()

@@ -407,6 +407,22 @@ def plan_from_counts(kind: str, size: str, challenges: int | None = None,
                 keys_in_host, out_of_core=out_of_core, host_witness=host_witness)
 
 
+def pinned_estimate(kind: str, size: str, challenges: int | None = None,
+                    out_of_core: int | None = None, host_witness: bool = False,
+                    witnesses: int = 1) -> int:
+    """Pinned host bytes a ``--pinned-key`` process plans for ``kind`` at
+    ``size`` before anything is recorded (``memory.widen_pinned_pool``'s
+    ``pinned``: the pool's cap, set before the backend starts): the key in
+    host memory and a proof's pinned vectors (``groth16.pinned_plan_bytes``)
+    from ``plan_from_counts``, an upper bound (every variable dense, the
+    matrices at ``MATRIX_BYTES_PER_ROW``)."""
+    p = plan_from_counts(kind, size, challenges, keys_in_host=True, out_of_core=out_of_core,
+                         host_witness=host_witness)
+    return G.pinned_plan_bytes(p.key_bytes, p.rows, p.rows,
+                               None if out_of_core is None else MATRIX_BYTES_PER_ROW * p.rows,
+                               host_witness, witnesses)
+
+
 def limits() -> dict:
     """Bytes this machine offers: ``device`` (the accelerator's limit; on the
     CPU backend, host memory) and ``host`` (available host memory)."""
@@ -1044,15 +1060,17 @@ def main(argv=None):
     if a.cache:
         from jaxprove.cache import enable_compilation_cache
         enable_compilation_cache()
-    memory.widen_pinned_pool()   # before the backend starts: the host's plans bound pinning
+    ooc = None if a.out_of_core_gib is None else int(a.out_of_core_gib * 2**30)
+    # before the backend starts: the pool's cap is what the cases plan to pin (hypothesis 95)
+    memory.widen_pinned_pool(max(pinned_estimate(k, z, a.challenges, ooc, a.host_witness)
+                                 for k in kinds for z in sizes) if a.pinned_key else None)
     env = environment()
     for size in sizes:
         for kind in kinds:
             run_case(kind, size, a.reps, env, a.out, not a.no_verify, a.save, a.record_only,
                      a.challenges, a.seed, a.force, None, budget, a.keys_in_host_memory,
                      a.circuit_dir, a.then_resident, a.streaming_reps,
-                     None if a.out_of_core_gib is None else int(a.out_of_core_gib * 2**30),
-                     a.keys_dir, a.setup_only,
+                     ooc, a.keys_dir, a.setup_only,
                      None if a.device_budget_gib is None else int(a.device_budget_gib * 2**30),
                      a.host_witness, a.pinned_key)
 

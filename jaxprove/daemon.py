@@ -574,5 +574,5 @@ def main(argv) -> int:
     overrides = {f.name: getattr(FLAGS, f.name) for f in dataclasses.fields(DaemonConfig)}
     logging.basicConfig(level=logging.INFO)
     from jaxprove import memory
-    memory.widen_pinned_pool()   # before the backend starts: the host's plans bound pinning
+    memory.widen_pinned_pool()   # before the backend starts: XLA's cap, within the host's share
     return serve(load_config(FLAGS.config, **overrides))

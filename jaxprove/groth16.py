@@ -1574,11 +1574,25 @@ def proof_pinned_bytes(matrices: pce.Matrices | None, host_witness: bool = False
     the path ``out_of_core_plan`` tries first, fetched into pinned memory)
     and, with ``host_witness``, ``witnesses`` witnesses (32 bytes a variable
     each: an engine holds the next batch's beside the running proof's); 0
-    for ``matrices`` None (streaming: only the key is pinned)."""
+    for ``matrices`` None (streaming: only the key is pinned).
+    ``pinned_plan_bytes`` is the same count from sizes alone."""
     if matrices is None:
         return 0
-    return (matrices.nbytes + out_of_core_host_bytes(matrices.rows, device_h=host_witness)
-            + (32 * matrices.num_vars * witnesses if host_witness else 0))
+    return pinned_plan_bytes(0, matrices.rows, matrices.num_vars, matrices.nbytes,
+                             host_witness, witnesses)
+
+
+def pinned_plan_bytes(key_bytes: int, rows: int, num_vars: int, matrices_bytes: int | None,
+                      host_witness: bool = False, witnesses: int = 1) -> int:
+    """Pinned host bytes a process plans for a ``rows``-row circuit before
+    anything exists (``memory.widen_pinned_pool``, before the backend
+    starts): ``key_bytes`` of pinned key plus ``proof_pinned_bytes``
+    counted from ``matrices_bytes`` (None: streaming, no out-of-core
+    proof)."""
+    if matrices_bytes is None:
+        return key_bytes
+    return (key_bytes + matrices_bytes + out_of_core_host_bytes(rows, device_h=host_witness)
+            + (32 * num_vars * witnesses if host_witness else 0))
 
 
 def place_keys(keys, device=None, host: bool = False):

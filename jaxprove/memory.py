@@ -25,12 +25,20 @@ RETRIES = 2          # halvings after running out of device memory
 # (pinned staging of block results, compiles): the 32GiB 16 GB mode's host OOM kill had
 # ~15-19 GiB unaccounted in all (bench/NOTES.md session 25), part of it already resident
 HOST_RESERVE = 8 << 30
-# XLA's pool of pinned host memory on a GPU (memory kind pinned_host; its BFC allocator
-# grows on demand up to a cap read once, when the backend starts, from this variable, in
-# GiB): 64 GiB by default, below a 32GiB PoRep's pinned key, row blocks and proof vectors
-# (66 GiB: session 47's out-of-host-memory failure, bench/NOTES.md hypothesis 92)
+# XLA's pool of pinned host memory on a GPU (memory kind pinned_host): a BFC allocator
+# whose cap XLA reads once, when the backend starts, from this variable (GiB; 64 by
+# default, below a 32GiB PoRep's pinned key, row blocks and proof vectors, 66 GiB:
+# hypothesis 92).  The pool grows by regions that double, each as large as the cap
+# allows (min(2x the last region, cap - pinned)), and pins a region whole: a cap of the
+# host's size let it pin a 61 GiB region beside 64 GiB of pinned key and blocks, until
+# the kernel killed the process (session 48, hypothesis 95).  So the cap is a bound on
+# what may be locked, set to what the process plans to pin (``widen_pinned_pool``)
 PINNED_POOL_VAR = "XLA_PJRT_GPU_HOST_MEMORY_LIMIT_GB"
 PINNED_POOL_DEFAULT_GIB = 64
+# at most this share of the host's memory may be pinned: the rest is the process's pageable
+# memory (the 32GiB 16 GB mode's was ~18 GiB beside the pinned key, plus the setup's and the
+# recorded circuit's peaks before it: session 48) and the system's
+PINNED_HOST_SHARE = 0.6
 PINNED_RESERVE = 2 << 30     # pinned bytes left to what a proof stages beyond its plan
 
 
@@ -112,19 +120,28 @@ def pinned_pool_bytes(environ=None) -> int:
         return PINNED_POOL_DEFAULT_GIB << 30
 
 
-def widen_pinned_pool(environ=None, total: int | None = None) -> int:
+def widen_pinned_pool(pinned: int | None = None, environ=None,
+                      total: int | None = None) -> int:
     """For a process's entry point, before its JAX backend starts: where
-    ``PINNED_POOL_VAR`` is unset, set it to the host's memory in whole GiB
-    (``host_total``), so that the host's own plans (``host_fits``), not
-    XLA's default cap, bound what is pinned (the pool grows on demand: a
-    larger cap holds nothing by itself).  A value already set is the
-    user's and stays; once the backend has started, nothing changes (XLA
-    read the variable then).  Returns the pool's cap in bytes."""
+    ``PINNED_POOL_VAR`` is unset, set the pinned pool's cap to what the
+    process plans to pin, ``pinned`` bytes, plus ``PINNED_RESERVE``, in
+    whole GiB (at least XLA's default, 64 GiB; None: that), never above
+    ``PINNED_HOST_SHARE`` of the host's memory (``total``, default
+    ``host_total()``) so that the pageable rest has room: the pool pins
+    regions up to its cap whether or not they are used (hypothesis 95), so a
+    cap is what may be locked, not a limit nothing reaches.  What does not
+    fit the cap stays pageable (``groth16.pin_key``'s room).  A value
+    already set is the user's and stays; once the backend has started,
+    nothing changes (XLA read the variable then).  Returns the cap in bytes."""
     env = os.environ if environ is None else environ
     if PINNED_POOL_VAR not in env and not _backend_started():
+        want = PINNED_POOL_DEFAULT_GIB << 30 if pinned is None else pinned + PINNED_RESERVE
+        gib = max(-(-want >> 30), PINNED_POOL_DEFAULT_GIB)     # whole GiB, rounded up
         total = host_total() if total is None else total
-        if total is not None and total >> 30 > PINNED_POOL_DEFAULT_GIB:
-            env[PINNED_POOL_VAR] = str(total >> 30)
+        if total is not None:
+            gib = min(gib, int(total * PINNED_HOST_SHARE) >> 30)
+        if gib != PINNED_POOL_DEFAULT_GIB:
+            env[PINNED_POOL_VAR] = str(max(gib, 1))
     return pinned_pool_bytes(env)
 
 

@@ -133,7 +133,7 @@ def main(argv):
     del argv
     from jaxprove import engine as E
     from jaxprove import memory
-    memory.widen_pinned_pool()   # before the backend starts: the host's plans bound pinning
+    memory.widen_pinned_pool()   # before the backend starts: XLA's cap, within the host's share
     if (FLAGS.inputs_dir is None) == (FLAGS.synthetic is None):
         print("give exactly one of --inputs_dir and --synthetic", file=sys.stderr)
         return 2

@@ -548,3 +548,20 @@ def test_a_split_keys_plan_counts_b_at_its_density():
     assert whole.host_setup_bytes - split.host_setup_bytes == (96 + 192) * (n - b)
     merged = F.plan(rows, n, aux, n, 1 << 30, b_vars=b)
     assert merged.key_bytes == MD.key_bytes(n, aux, rows)
+
+
+def test_pinned_estimate_counts_the_key_blocks_vectors_and_witnesses():
+    """``pinned_estimate`` (the pool's cap before the backend starts, hypothesis
+    95): the key in host memory, the row blocks at MATRIX_BYTES_PER_ROW, the
+    device h's two host vectors of the domain and a witness per held job; the
+    streaming mode pins the key alone."""
+    ooc = 13 << 30
+    p = F.plan_from_counts("porep", "32GiB", keys_in_host=True, out_of_core=ooc,
+                           host_witness=True)
+    assert p.domain_log == 27
+    want = p.key_bytes + F.MATRIX_BYTES_PER_ROW * p.rows + 2 * 32 * (1 << 27)
+    assert F.pinned_estimate("porep", "32GiB", None, ooc, True) == want + 32 * p.rows
+    assert F.pinned_estimate("porep", "32GiB", None, ooc, True, witnesses=2) == \
+        want + 64 * p.rows
+    q = F.plan_from_counts("porep", "32GiB", keys_in_host=True)
+    assert F.pinned_estimate("porep", "32GiB") == q.key_bytes

@@ -84,24 +84,36 @@ def test_pinned_pool_reads_xlas_variable_in_gib():
     assert memory.pinned_pool_bytes({v: "lots"}) == 64 << 30
 
 
-def test_widen_pinned_pool_sets_the_host_size_only_before_the_backend(monkeypatch):
-    """``widen_pinned_pool``: before the backend starts, an unset cap becomes the
-    host's memory in whole GiB (never below XLA's 64); a value the user set
-    stays; after the backend has started nothing changes (XLA read it then)."""
+def test_widen_pinned_pool_caps_the_pool_at_the_planned_pins_before_the_backend(monkeypatch):
+    """``widen_pinned_pool``: before the backend starts, an unset cap becomes what
+    the process plans to pin plus the reserve, in whole GiB rounded up, at least
+    XLA's 64 and at most the host's share (the pool pins regions up to its cap:
+    hypothesis 95); a value the user set stays; after the backend has started
+    nothing changes (XLA read it then)."""
     v = memory.PINNED_POOL_VAR
     monkeypatch.setattr(memory, "_backend_started", lambda: False)
-    env = {}
-    assert memory.widen_pinned_pool(env, total=(125 << 30) + 12345) == 125 << 30
-    assert env == {v: "125"}
-    env = {v: "80"}
-    assert memory.widen_pinned_pool(env, total=500 << 30) == 80 << 30 and env == {v: "80"}
-    env = {}
-    assert memory.widen_pinned_pool(env, total=32 << 30) == 64 << 30 and env == {}
-    assert memory.widen_pinned_pool(env, total=None) in (64 << 30, (memory.host_total() or 0)
-                                                         >> 30 << 30)
+    env = {}                 # 68 GiB planned + 2 reserve: 70, well within 0.6 of 500
+    assert memory.widen_pinned_pool(68 << 30, env, total=500 << 30) == 70 << 30
+    assert env == {v: "70"}
+    env = {}                 # a part of a GiB rounds up
+    assert memory.widen_pinned_pool((68 << 30) + 1, env, total=500 << 30) == 71 << 30
+    env = {}                 # the host's share bounds it: 0.6 of 125 GiB is 75
+    assert memory.widen_pinned_pool(94 << 30, env, total=125 << 30) == 75 << 30
+    assert env == {v: "75"}
+    env = {}                 # a small plan keeps XLA's default, and sets nothing
+    assert memory.widen_pinned_pool(1 << 30, env, total=500 << 30) == 64 << 30 and env == {}
+    env = {}                 # no plan on a small host: the default within the host's share
+    assert memory.widen_pinned_pool(None, env, total=32 << 30) == 19 << 30
+    assert env == {v: "19"}
+    env = {v: "80"}          # the user's value stays
+    assert memory.widen_pinned_pool(200 << 30, env, total=500 << 30) == 80 << 30
+    assert env == {v: "80"}
+    env, host = {}, memory.host_total()       # total None: this host's memory
+    want = 64 if host is None else min(64, int(host * memory.PINNED_HOST_SHARE) >> 30)
+    assert memory.widen_pinned_pool(None, env, total=None) == want << 30
     monkeypatch.setattr(memory, "_backend_started", lambda: True)
     env = {}
-    assert memory.widen_pinned_pool(env, total=500 << 30) == 64 << 30 and env == {}
+    assert memory.widen_pinned_pool(200 << 30, env, total=500 << 30) == 64 << 30 and env == {}
     jax.devices()                                # this process's backend has started
     monkeypatch.undo()
     assert memory._backend_started()

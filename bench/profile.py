@@ -21,7 +21,8 @@ kernel).  Cases:
   and scalars in host memory and no 0/1 split: the 16 GB mode's msm_h, its
   spans ``msm.put`` (within it ``msm.put_bases``, ``msm.put_scalars``),
   ``msm.chunk``, ``msm.wait``; ``--pinned`` with it: the
-  bases as a ``transfer.PinnedVector``, hypothesis 84);
+  bases as a ``transfer.PinnedVector``, hypothesis 84; ``--device-scalars``:
+  the scalars stay on the device, as the device h leaves them, 93);
 * ``spmv_host`` / ``h_resident``: the 16 GB mode's spmv and ntt stages:
   ``pce.evaluate_host`` of a Filecoin circuit (as ``spmv``) within
   ``--budget-gib`` (default 9) over its prepared ``pce.host_plan``, the
@@ -88,7 +89,8 @@ def stage(case: str, log_n: int = 20, kind: str = "porep", size: str = "2KiB",
           challenges: int | None = None, circuit_dir: str | None = None,
           passes: str | None = None, form: str | None = None, window: int | None = None,
           budget_gib: float | None = None, curve: str = "G1", host_inputs: bool = False,
-          pinned: bool = False, piece_mib: float | None = None):
+          pinned: bool = False, piece_mib: float | None = None,
+          device_scalars: bool = False):
     """(function, arguments, size label) of a case (module docstring)."""
     from jaxprove import groth16 as G
     from ops import ntt as N
@@ -125,18 +127,23 @@ def stage(case: str, log_n: int = 20, kind: str = "porep", size: str = "2KiB",
         if piece_mib is not None and not (pinned and piece_mib > 0):
             raise ValueError(f"profile: --piece-mib is a positive size of --pinned's pieces, "
                              f"got {piece_mib}" + ("" if pinned else " without --pinned"))
+        if device_scalars and not host_inputs:
+            raise ValueError("profile: --device-scalars is a form of --host")
         if host_inputs:             # the 16 GB mode's msm_h (groth16.prove_msms): host
-            bases, s = np.asarray(bases), np.asarray(s)     # bases and scalars, no 0/1 split
+            bases = np.asarray(bases)                     # bases, and scalars unless the
+            if not device_scalars:                        # device h left them there (93),
+                s = np.asarray(s)                         # no 0/1 split
             cfg = dataclasses.replace(cfg, split_threshold=None)
         if pinned:                  # hypothesis 84: the key's vectors in pinned memory
             from ops import transfer
             bases = transfer.pin_vector(bases, jax.devices()[0], transfer.PIECE_BYTES
                                         if piece_mib is None else int(piece_mib * 2**20))
         c, chunk = M.plan(C, 1 << log_n, 1, cfg,
-                          M.streaming_bytes(C, 1, host_inputs, host_inputs))
+                          M.streaming_bytes(C, 1, host_inputs, host_inputs and not device_scalars))
         return ((lambda b, s: M.msm(C, b, s, cfg)), (bases, s),
                 f"{curve} 2^{log_n}, c={c}, chunks of 2^{chunk.bit_length() - 1}"
-                + (", host bases and scalars" if host_inputs else "")
+                + ((", host bases" if device_scalars else ", host bases and scalars")
+                   if host_inputs else "")
                 + (f", the bases pinned in pieces of 2^{bases.piece.bit_length() - 1}"
                    if pinned else ""))
     budget = int((9 if budget_gib is None else budget_gib) * 2**30)
@@ -250,13 +257,15 @@ def profile(case: str, log_n: int = 20, reps: int = 3, kind: str = "porep", size
             challenges: int | None = None, top: int = 25, circuit_dir: str | None = None,
             passes: str | None = None, form: str | None = None, window: int | None = None,
             budget_gib: float | None = None, curve: str = "G1", host_inputs: bool = False,
-            pinned: bool = False, piece_mib: float | None = None) -> dict:
+            pinned: bool = False, piece_mib: float | None = None,
+            device_scalars: bool = False) -> dict:
     """One case: timed (``time_fn``, 5 repetitions after a warm-up), then
     ``reps`` calls traced and summarized (``summarize``)."""
     if reps < 1:
         raise ValueError(f"profile: reps must be >= 1, got {reps}")
     fn, args, label = stage(case, log_n, kind, size, challenges, circuit_dir, passes, form,
-                            window, budget_gib, curve, host_inputs, pinned, piece_mib)
+                            window, budget_gib, curve, host_inputs, pinned, piece_mib,
+                            device_scalars)
     timing = time_fn(fn, args, reps=5, target_s=0.0)
     d = tempfile.mkdtemp(prefix="jaxprove-profile-")
     try:
@@ -303,6 +312,9 @@ def main(argv=None):
                     help="msm --pinned: MiB of one pinned piece (default 16; one chunk's "
                          "bases, e.g. 192 for G1 chunks of 2^21: one put a chunk, "
                          "hypothesis 89)")
+    ap.add_argument("--device-scalars", action="store_true",
+                    help="msm --host: the scalars on the device (the partition's msm_h: the "
+                         "device h leaves them there, hypothesis 93)")
     ap.add_argument("--reps", type=int, default=3, help="calls traced")
     ap.add_argument("--top", type=int, default=25)
     ap.add_argument("--cache", action="store_true", help="persistent compilation cache")
@@ -315,7 +327,7 @@ def main(argv=None):
         enable_compilation_cache()
     rec = profile(a.case, a.log_n, a.reps, a.kind, a.size, a.challenges, a.top, a.circuit_dir,
                   a.passes, a.form, a.window, a.budget_gib, a.curve, a.host, a.pinned,
-                  a.piece_mib)
+                  a.piece_mib, a.device_scalars)
     emit({**rec, "command": argv_command(), **environment()}, a.out)
 
 

@@ -68,6 +68,13 @@ def test_profile_msm_of_either_group():
                                   pinned=True, piece_mib=96 * 128 / 2**20)
     assert "chunks of 2^7" in label and label.endswith("pieces of 2^7") and b7.piece == 128
     assert G1.to_affine_ints(f7(b7, s7)) == want
+    # hypothesis 93: the scalars left on the device (the device h's), the same sum
+    fd, (bd, sd), label = P.stage("msm", log_n=8, budget_gib=1e-3, host_inputs=True,
+                                  pinned=True, device_scalars=True)
+    assert "host bases," in label and not isinstance(sd, np.ndarray)
+    assert G1.to_affine_ints(fd(bd, sd)) == want
+    with pytest.raises(ValueError, match="--device-scalars is a form of --host"):
+        P.stage("msm", log_n=3, device_scalars=True)
     with pytest.raises(ValueError, match="--pinned is a form of --host"):
         P.stage("msm", log_n=3, pinned=True)
     with pytest.raises(ValueError, match="--piece-mib .* without --pinned"):

@@ -866,28 +866,45 @@ def _to_device(x, pool=None):
 
 def streaming_bytes(curve: Curve, G: int, host_bases: bool, host_scalars: bool):
     """``plan``'s ``extra`` for a chunked ``msm`` with host bases and/or host
-    scalars (G vectors): k -> the device bytes of two chunks' copies of
-    them, the next one in flight beside this one (``_in_chunks``)."""
-    return lambda k: ((2 * _bases_bytes(curve, k) if host_bases else 0)
-                      + (2 * G * k * 32 if host_scalars else 0))
+    scalars (G vectors): k -> the device bytes of ``CHUNKS_HELD`` chunks'
+    copies of them (``_in_chunks``: the running chunk's, the next one's and
+    the one put ahead of both)."""
+    return lambda k: CHUNKS_HELD * ((_bases_bytes(curve, k) if host_bases else 0)
+                                    + (G * k * 32 if host_scalars else 0))
 
 
-def _in_chunks(n: int, chunk: int, step, acc, on_chunk=None):
-    """acc ← step(lo, hi, acc) over [0, N) in chunks, at most two in flight:
-    before chunk k is dispatched (its bases copied to the device, for host
-    bases) chunk k − 2 has finished, so its buffers are free.  Without the
-    wait the host loop runs ahead of the device and every chunk's bases land
-    on the device at once (the whole vector: the budget ignored).
+# chunks whose inputs are on the device at once in ``_in_chunks``: two dispatched (the
+# one running, the next), and the one after them put ahead (hypothesis 97)
+CHUNKS_HELD = 3
+
+
+def _in_chunks(n: int, chunk: int, put, run, acc, on_chunk=None):
+    """acc ← run(put(lo, hi), acc) over [0, N) in chunks, at most two in
+    flight: before chunk k is dispatched chunk k − 2 has finished, so its
+    buffers are free.  Without the wait the host loop runs ahead of the
+    device and every chunk's inputs land on the device at once (the whole
+    vector: the budget ignored).
+
+    ``put(lo, hi)`` (the chunk's inputs to the device) is called for chunk
+    k + 1 before ``run`` dispatches chunk k: a host-to-device copy on a GPU
+    waits for the work the compute stream holds when it is enqueued (PjRt's
+    allocations are compute-synchronized), so a put issued after chunk k
+    waits for it to end and the device idles for the copy; put ahead, it
+    waits for chunk k − 1 and runs beside chunk k (bench/NOTES.md hypothesis
+    97).  So ``CHUNKS_HELD`` chunks' inputs exist at once.
     ``on_chunk()``, if given, is called before every chunk but the first: an
     interruption point (the engine runs a more urgent proof there)."""
     pending = []
+    ahead = put(0, min(n, chunk)) if n > 0 else None
     for lo in range(0, n, chunk):
         if lo and on_chunk is not None:
             on_chunk()
         if len(pending) == 2:
             with span("msm.wait"):
                 jax.block_until_ready(pending.pop(0))
-        acc = step(lo, min(n, lo + chunk), acc)
+        inputs, nxt = ahead, lo + chunk
+        ahead = put(nxt, min(n, nxt + chunk)) if nxt < n else None
+        acc = run(inputs, acc)
         pending.append(acc)
     return acc
 
@@ -1050,17 +1067,20 @@ def msm(curve: Curve, bases, scalars, config: MSMConfig | None = None, on_chunk=
         out = _msm_jit(curve, _to_device(bases), _to_device(s), c, _traced(cfg))
         return out.reshape(curve.proj + batch)
 
-    def step(lo, hi, buckets):
+    def put(lo, hi):
         with span("msm.put"):                # within it, each operand's share
             with span("msm.put_bases"):
                 b = _host_chunk(bases, lo, hi, chunk, pool)
             with span("msm.put_scalars"):
                 sc = _to_device(_pad_last(s[..., lo:hi], chunk), pool)
+        return b, sc
+
+    def run(inputs, buckets):
         with span("msm.chunk"):
-            return _chunk_jit(curve, b, sc, c, _traced(cfg), buckets)
+            return _chunk_jit(curve, *inputs, c, _traced(cfg), buckets)
 
     with transfer.copy_pool() as pool:     # one for every chunk's puts
-        buckets = _in_chunks(n, chunk, step, curve.identity((bucket_count(c, G),)),
+        buckets = _in_chunks(n, chunk, put, run, curve.identity((bucket_count(c, G),)),
                              on_chunk)
     return _reduce_jit(curve, buckets, G, c, _traced(cfg)).reshape(curve.proj + batch)
 
@@ -1085,9 +1105,9 @@ def bits_sum(curve: Curve, bases, bits, config: MSMConfig | None = None, on_chun
     segmented sum of ``bucket_sums``, whose output buckets are the sums.
     Bases may be a host array (streaming).  With ``config.budget_bytes`` the
     bases go in power-of-two chunks whose ``bits_working_set_bytes`` (plus,
-    for host bases, the next chunk's copy: its rows and their stack,
-    ``_to_device``) fits the budget, at most two in flight; ``on_chunk`` as
-    ``msm``."""
+    for host bases, ``CHUNKS_HELD`` chunks' copies: their rows and their
+    stack, ``_to_device``) fits the budget, at most two in flight, the next
+    one's put ahead; ``on_chunk`` as ``msm``."""
     cfg = config or default_config(bases)
     if not _is_host(bases):
         bases = jnp.asarray(bases)
@@ -1106,15 +1126,16 @@ def bits_sum(curve: Curve, bases, bits, config: MSMConfig | None = None, on_chun
     chunk = _chunk_size(n, lambda k: bits_working_set_bytes(curve, k, G, cfg)
                         + streaming_bytes(curve, G, host, False)(k), cfg.budget_bytes, "bits_sum")
 
-    def step(lo, hi, acc):
-        f = _pad_last(bits[:, lo:hi], chunk)
+    def put(lo, hi):
         with span("msm.put"):
-            b = _host_chunk(bases, lo, hi, chunk, pool)
+            return _host_chunk(bases, lo, hi, chunk, pool), _pad_last(bits[:, lo:hi], chunk)
+
+    def run(inputs, acc):
         with span("msm.chunk"):
-            return _bits_add_jit(curve, b, f, _traced(cfg), acc)
+            return _bits_add_jit(curve, *inputs, _traced(cfg), acc)
 
     with transfer.copy_pool() as pool:     # one for every chunk's puts
-        out = _in_chunks(n, chunk, step, curve.identity((G,)), on_chunk)
+        out = _in_chunks(n, chunk, put, run, curve.identity((G,)), on_chunk)
     return out.reshape(curve.proj + batch)
 
 

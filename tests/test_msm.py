@@ -167,7 +167,7 @@ def test_positions_leave_out_terms(g1_bases):
 
 def test_bits_sum_in_chunks_within_a_budget(g1_bases, monkeypatch):
     """bits_sum under a budget: device and host bases in power-of-two chunks
-    (each within the budget, with the next chunk's copy for host bases) give
+    (each within the budget, with CHUNKS_HELD chunks' copies for host bases) give
     the sums of the whole vector."""
     ks, bases = g1_bases
     rng = random.Random(18)
@@ -184,9 +184,10 @@ def test_bits_sum_in_chunks_within_a_budget(g1_bases, monkeypatch):
     assert chunks == [8] * 4
     chunks.clear()
     assert G1.to_affine_ints(M.bits_sum(G1, np.asarray(bases), bits, cfg)) == want
-    assert chunks == [4] * 8 and M.bits_working_set_bytes(G1, 4, 2, CFG) \
-        + 2 * M._bases_bytes(G1, 4) <= budget < M.bits_working_set_bytes(G1, 8, 2, CFG) \
-        + 2 * M._bases_bytes(G1, 8)
+    held = M.CHUNKS_HELD     # the running chunk's copy, the next one's and one put ahead
+    assert chunks == [2] * 16 and M.bits_working_set_bytes(G1, 2, 2, CFG) \
+        + held * M._bases_bytes(G1, 2) <= budget < M.bits_working_set_bytes(G1, 4, 2, CFG) \
+        + held * M._bases_bytes(G1, 4)
     with pytest.raises(ValueError, match="bits_sum: budget of 100 bytes"):
         M.bits_sum(G1, bases, bits, M.MSMConfig(window=4, lanes=8, budget_bytes=100))
 
@@ -235,7 +236,7 @@ def test_msm_host_scalars_go_to_the_device_a_chunk_at_a_time(g1_bases, monkeypat
     coefficients in host memory): each chunk's scalars are put with its
     bases, so the whole scalar vector is never on the device (staged whole
     it was a 4 GiB vector beside the budget at 2^27); the chunk size counts
-    the next chunk's scalars in flight; the sum is that of the whole vector."""
+    CHUNKS_HELD chunks' scalars on the device; the sum is that of the whole vector."""
     ks, bases = g1_bases
     rng = random.Random(19)
     rows = [[rng.randrange(R) for _ in range(N)], [rng.randrange(2) for _ in range(N)]]
@@ -250,16 +251,17 @@ def test_msm_host_scalars_go_to_the_device_a_chunk_at_a_time(g1_bases, monkeypat
     monkeypatch.setattr(M, "_chunk_jit", spy)
     c = M.check_window(CFG.window, 2)
     ws = lambda k: M.working_set_bytes(G1, k, 2, c, CFG)                # noqa: E731
-    budget = ws(8) + 2 * 2 * 8 * 32 + 2 * M._bases_bytes(G1, 8)
+    held = M.CHUNKS_HELD     # chunks whose copies are on the device at once
+    budget = ws(8) + held * (2 * 8 * 32 + M._bases_bytes(G1, 8))
     cfg = M.MSMConfig(window=4, lanes=8, small_lanes=4, min_steps=4, budget_bytes=budget)
     want = [_expected(ks, r) for r in rows]
     got = G1.to_affine_ints(M.msm(G1, np.asarray(bases), s, cfg))
     assert got == want and chunks == [8] * 4
     chunks.clear()                  # device bases: the scalars' in-flight copy still counted
-    budget = ws(8) + 2 * 2 * 8 * 32
+    budget = ws(8) + held * 2 * 8 * 32
     cfg = M.MSMConfig(window=4, lanes=8, small_lanes=4, min_steps=4, budget_bytes=budget - 1)
     assert G1.to_affine_ints(M.msm(G1, jnp.asarray(bases), s, cfg)) == want
-    assert chunks == [4] * 8 and ws(4) + 2 * 2 * 4 * 32 < budget - 1 < ws(8) + 2 * 2 * 8 * 32
+    assert chunks == [4] * 8 and ws(4) + held * 2 * 4 * 32 < budget - 1 < ws(8) + held * 2 * 8 * 32
 
 
 @pytest.mark.parametrize("shape", [(2, 12, 40), (2, 2, 12, 40)])
@@ -275,22 +277,30 @@ def test_to_device_copies_host_slices_row_by_row(shape):
     assert np.array_equal(np.asarray(M._to_device(jnp.asarray(view))), view)
 
 
-def test_in_chunks_keeps_at_most_two_in_flight(monkeypatch):
-    """_in_chunks waits for chunk k − 2 before dispatching chunk k."""
+def test_in_chunks_keeps_at_most_two_in_flight_and_puts_one_ahead(monkeypatch):
+    """_in_chunks waits for chunk k − 2 before dispatching chunk k, and puts
+    chunk k + 1's inputs before it dispatches chunk k (hypothesis 97)."""
     events = []
     monkeypatch.setattr(M.jax, "block_until_ready", lambda x: events.append(("wait", x)))
 
-    def step(lo, hi, acc):
-        events.append(("run", lo))
+    def put(lo, hi):
+        events.append(("put", lo, hi))
         return lo
 
-    assert M._in_chunks(10, 2, step, None) == 8
-    assert events == [("run", 0), ("run", 2), ("wait", 0), ("run", 4), ("wait", 2),
+    def run(inputs, acc):
+        events.append(("run", inputs))
+        return inputs
+
+    assert M._in_chunks(9, 2, put, run, None) == 8
+    assert events == [("put", 0, 2), ("put", 2, 4), ("run", 0), ("put", 4, 6), ("run", 2),
+                      ("wait", 0), ("put", 6, 8), ("run", 4), ("wait", 2), ("put", 8, 9),
                       ("run", 6), ("wait", 4), ("run", 8)]
     events.clear()           # the interruption point: before every chunk but the first
-    assert M._in_chunks(6, 2, step, None, lambda: events.append(("yield", None))) == 4
-    assert events == [("run", 0), ("yield", None), ("run", 2), ("yield", None), ("wait", 0),
-                      ("run", 4)]
+    assert M._in_chunks(6, 2, put, run, None, lambda: events.append(("yield",))) == 4
+    assert events == [("put", 0, 2), ("put", 2, 4), ("run", 0), ("yield",), ("put", 4, 6),
+                      ("run", 2), ("yield",), ("wait", 0), ("run", 4)]
+    events.clear()
+    assert M._in_chunks(0, 2, put, run, "acc") == "acc" and events == []
 
 
 def test_split_scalar_gathers_stay_small():

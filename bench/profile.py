@@ -90,7 +90,7 @@ def stage(case: str, log_n: int = 20, kind: str = "porep", size: str = "2KiB",
           passes: str | None = None, form: str | None = None, window: int | None = None,
           budget_gib: float | None = None, curve: str = "G1", host_inputs: bool = False,
           pinned: bool = False, piece_mib: float | None = None,
-          device_scalars: bool = False):
+          device_scalars: bool = False, put_ahead: bool = True):
     """(function, arguments, size label) of a case (module docstring)."""
     from jaxprove import groth16 as G
     from ops import ntt as N
@@ -119,7 +119,7 @@ def stage(case: str, log_n: int = 20, kind: str = "porep", size: str = "2KiB",
         s = _vector(jax.random.fold_in(key, 1), 1 << log_n)
         cfg = M.default_config(bases)
         cfg = dataclasses.replace(cfg, window=window, budget_bytes=None if budget_gib is None
-                                  else int(budget_gib * 2**30))
+                                  else int(budget_gib * 2**30), put_ahead=put_ahead)
         if host_inputs and budget_gib is None:
             raise ValueError("profile: --host streams the MSM's inputs: it needs --budget-gib")
         if pinned and not host_inputs:
@@ -139,7 +139,8 @@ def stage(case: str, log_n: int = 20, kind: str = "porep", size: str = "2KiB",
             bases = transfer.pin_vector(bases, jax.devices()[0], transfer.PIECE_BYTES
                                         if piece_mib is None else int(piece_mib * 2**20))
         c, chunk = M.plan(C, 1 << log_n, 1, cfg,
-                          M.streaming_bytes(C, 1, host_inputs, host_inputs and not device_scalars))
+                          M.streaming_bytes(C, 1, host_inputs, host_inputs and not device_scalars,
+                                            put_ahead))
         return ((lambda b, s: M.msm(C, b, s, cfg)), (bases, s),
                 f"{curve} 2^{log_n}, c={c}, chunks of 2^{chunk.bit_length() - 1}"
                 + ((", host bases" if device_scalars else ", host bases and scalars")
@@ -258,14 +259,14 @@ def profile(case: str, log_n: int = 20, reps: int = 3, kind: str = "porep", size
             passes: str | None = None, form: str | None = None, window: int | None = None,
             budget_gib: float | None = None, curve: str = "G1", host_inputs: bool = False,
             pinned: bool = False, piece_mib: float | None = None,
-            device_scalars: bool = False) -> dict:
+            device_scalars: bool = False, put_ahead: bool = True) -> dict:
     """One case: timed (``time_fn``, 5 repetitions after a warm-up), then
     ``reps`` calls traced and summarized (``summarize``)."""
     if reps < 1:
         raise ValueError(f"profile: reps must be >= 1, got {reps}")
     fn, args, label = stage(case, log_n, kind, size, challenges, circuit_dir, passes, form,
                             window, budget_gib, curve, host_inputs, pinned, piece_mib,
-                            device_scalars)
+                            device_scalars, put_ahead)
     timing = time_fn(fn, args, reps=5, target_s=0.0)
     d = tempfile.mkdtemp(prefix="jaxprove-profile-")
     try:
@@ -315,6 +316,9 @@ def main(argv=None):
     ap.add_argument("--device-scalars", action="store_true",
                     help="msm --host: the scalars on the device (the partition's msm_h: the "
                          "device h leaves them there, hypothesis 93)")
+    ap.add_argument("--no-put-ahead", dest="put_ahead", action="store_false",
+                    help="msm --host: each chunk's put just before its run, the order before "
+                         "hypothesis 97 (MSMConfig.put_ahead False), for measuring")
     ap.add_argument("--reps", type=int, default=3, help="calls traced")
     ap.add_argument("--top", type=int, default=25)
     ap.add_argument("--cache", action="store_true", help="persistent compilation cache")
@@ -327,7 +331,7 @@ def main(argv=None):
         enable_compilation_cache()
     rec = profile(a.case, a.log_n, a.reps, a.kind, a.size, a.challenges, a.top, a.circuit_dir,
                   a.passes, a.form, a.window, a.budget_gib, a.curve, a.host, a.pinned,
-                  a.piece_mib, a.device_scalars)
+                  a.piece_mib, a.device_scalars, a.put_ahead)
     emit({**rec, "command": argv_command(), **environment()}, a.out)
 
 

@@ -149,7 +149,9 @@ class MSMConfig:
     parallel lanes), the group sums added per window (G·W sums), then Horner
     over the windows (``horner``'s last step: c·(W − 1) doublings on G lanes)
     (bench/NOTES.md hypothesis 74: the 265-bit form was 9.0 of 145.7 ms at
-    2^24 on an H100)."""
+    2^24 on an H100); put_ahead: a chunked MSM with host inputs puts the next
+    chunk's before it dispatches this one (``_in_chunks``, hypothesis 97;
+    False: the order before it, for measuring)."""
     window: int | None = None
     lanes: int = 1 << 19
     small_lanes: int = 1 << 14
@@ -166,6 +168,7 @@ class MSMConfig:
     bucket_weight: float | None = None
     fused_running: bool = False
     small_weights: bool = False
+    put_ahead: bool = True
 
     def __post_init__(self):
         check_max_registers(self.walk_registers)
@@ -714,7 +717,8 @@ def _traced(cfg: MSMConfig) -> MSMConfig:
     """The settings a jitted program depends on (the budget and the split
     threshold are decided outside), so configs differing only there share
     compiled programs."""
-    return dataclasses.replace(cfg, budget_bytes=None, split_threshold=None, bucket_weight=None)
+    return dataclasses.replace(cfg, budget_bytes=None, split_threshold=None, bucket_weight=None,
+                               put_ahead=True)
 
 
 @functools.partial(aot.program, static_argnums=(0, 3, 4), compiler_options=COMMAND_BUFFER)
@@ -864,13 +868,15 @@ def _to_device(x, pool=None):
         return transfer.put_planes(x, on)
 
 
-def streaming_bytes(curve: Curve, G: int, host_bases: bool, host_scalars: bool):
+def streaming_bytes(curve: Curve, G: int, host_bases: bool, host_scalars: bool,
+                    put_ahead: bool = True):
     """``plan``'s ``extra`` for a chunked ``msm`` with host bases and/or host
     scalars (G vectors): k -> the device bytes of ``CHUNKS_HELD`` chunks'
     copies of them (``_in_chunks``: the running chunk's, the next one's and
-    the one put ahead of both)."""
-    return lambda k: CHUNKS_HELD * ((_bases_bytes(curve, k) if host_bases else 0)
-                                    + (G * k * 32 if host_scalars else 0))
+    the one put ahead of both; without ``put_ahead``, two)."""
+    held = CHUNKS_HELD if put_ahead else CHUNKS_HELD - 1
+    return lambda k: held * ((_bases_bytes(curve, k) if host_bases else 0)
+                             + (G * k * 32 if host_scalars else 0))
 
 
 # chunks whose inputs are on the device at once in ``_in_chunks``: two dispatched (the
@@ -878,7 +884,7 @@ def streaming_bytes(curve: Curve, G: int, host_bases: bool, host_scalars: bool):
 CHUNKS_HELD = 3
 
 
-def _in_chunks(n: int, chunk: int, put, run, acc, on_chunk=None):
+def _in_chunks(n: int, chunk: int, put, run, acc, on_chunk=None, put_ahead: bool = True):
     """acc ← run(put(lo, hi), acc) over [0, N) in chunks, at most two in
     flight: before chunk k is dispatched chunk k − 2 has finished, so its
     buffers are free.  Without the wait the host loop runs ahead of the
@@ -891,19 +897,23 @@ def _in_chunks(n: int, chunk: int, put, run, acc, on_chunk=None):
     allocations are compute-synchronized), so a put issued after chunk k
     waits for it to end and the device idles for the copy; put ahead, it
     waits for chunk k − 1 and runs beside chunk k (bench/NOTES.md hypothesis
-    97).  So ``CHUNKS_HELD`` chunks' inputs exist at once.
+    97).  So ``CHUNKS_HELD`` chunks' inputs exist at once.  Without
+    ``put_ahead`` each chunk's put comes just before its run (for measuring).
     ``on_chunk()``, if given, is called before every chunk but the first: an
     interruption point (the engine runs a more urgent proof there)."""
     pending = []
-    ahead = put(0, min(n, chunk)) if n > 0 else None
+    ahead = put(0, min(n, chunk)) if n > 0 and put_ahead else None
     for lo in range(0, n, chunk):
         if lo and on_chunk is not None:
             on_chunk()
         if len(pending) == 2:
             with span("msm.wait"):
                 jax.block_until_ready(pending.pop(0))
-        inputs, nxt = ahead, lo + chunk
-        ahead = put(nxt, min(n, nxt + chunk)) if nxt < n else None
+        nxt = lo + chunk
+        if put_ahead:
+            inputs, ahead = ahead, put(nxt, min(n, nxt + chunk)) if nxt < n else None
+        else:
+            inputs = put(lo, min(n, nxt))
         acc = run(inputs, acc)
         pending.append(acc)
     return acc
@@ -1062,7 +1072,7 @@ def msm(curve: Curve, bases, scalars, config: MSMConfig | None = None, on_chunk=
         s = jnp.pad(_to_device(s), ((0, 0), (0, 0), (0, n2 - n)))
         n = n2
     c, chunk = plan(curve, n, G, cfg,
-                    streaming_bytes(curve, G, _is_host(bases), host_s))
+                    streaming_bytes(curve, G, _is_host(bases), host_s, cfg.put_ahead))
     if chunk >= n:
         out = _msm_jit(curve, _to_device(bases), _to_device(s), c, _traced(cfg))
         return out.reshape(curve.proj + batch)
@@ -1081,7 +1091,7 @@ def msm(curve: Curve, bases, scalars, config: MSMConfig | None = None, on_chunk=
 
     with transfer.copy_pool() as pool:     # one for every chunk's puts
         buckets = _in_chunks(n, chunk, put, run, curve.identity((bucket_count(c, G),)),
-                             on_chunk)
+                             on_chunk, cfg.put_ahead)
     return _reduce_jit(curve, buckets, G, c, _traced(cfg)).reshape(curve.proj + batch)
 
 
@@ -1124,7 +1134,8 @@ def bits_sum(curve: Curve, bases, bits, config: MSMConfig | None = None, on_chun
     if cfg.budget_bytes is None or bits_working_set_bytes(curve, n, G, cfg) <= cfg.budget_bytes:
         return _bits_jit(curve, _to_device(bases), bits, _traced(cfg)).reshape(curve.proj + batch)
     chunk = _chunk_size(n, lambda k: bits_working_set_bytes(curve, k, G, cfg)
-                        + streaming_bytes(curve, G, host, False)(k), cfg.budget_bytes, "bits_sum")
+                        + streaming_bytes(curve, G, host, False, cfg.put_ahead)(k),
+                        cfg.budget_bytes, "bits_sum")
 
     def put(lo, hi):
         with span("msm.put"):
@@ -1135,7 +1146,7 @@ def bits_sum(curve: Curve, bases, bits, config: MSMConfig | None = None, on_chun
             return _bits_add_jit(curve, *inputs, _traced(cfg), acc)
 
     with transfer.copy_pool() as pool:     # one for every chunk's puts
-        out = _in_chunks(n, chunk, put, run, curve.identity((G,)), on_chunk)
+        out = _in_chunks(n, chunk, put, run, curve.identity((G,)), on_chunk, cfg.put_ahead)
     return out.reshape(curve.proj + batch)
 
 

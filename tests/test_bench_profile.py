@@ -73,6 +73,9 @@ def test_profile_msm_of_either_group():
                                   pinned=True, device_scalars=True)
     assert "host bases," in label and not isinstance(sd, np.ndarray)
     assert G1.to_affine_ints(fd(bd, sd)) == want
+    fo, (bo, so), _ = P.stage("msm", log_n=8, budget_gib=1e-3, host_inputs=True,
+                              pinned=True, device_scalars=True, put_ahead=False)
+    assert G1.to_affine_ints(fo(bo, so)) == want     # the order before hypothesis 97
     with pytest.raises(ValueError, match="--device-scalars is a form of --host"):
         P.stage("msm", log_n=3, device_scalars=True)
     with pytest.raises(ValueError, match="--pinned is a form of --host"):

@@ -301,6 +301,10 @@ def test_in_chunks_keeps_at_most_two_in_flight_and_puts_one_ahead(monkeypatch):
                       ("run", 2), ("yield",), ("wait", 0), ("run", 4)]
     events.clear()
     assert M._in_chunks(0, 2, put, run, "acc") == "acc" and events == []
+    events.clear()           # without put_ahead: each put just before its run
+    assert M._in_chunks(5, 2, put, run, None, put_ahead=False) == 4
+    assert events == [("put", 0, 2), ("run", 0), ("put", 2, 4), ("run", 2), ("wait", 0),
+                      ("put", 4, 5), ("run", 4)]
 
 
 def test_split_scalar_gathers_stay_small():

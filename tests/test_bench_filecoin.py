@@ -565,3 +565,27 @@ def test_pinned_estimate_counts_the_key_blocks_vectors_and_witnesses():
         want + 64 * p.rows
     q = F.plan_from_counts("porep", "32GiB", keys_in_host=True)
     assert F.pinned_estimate("porep", "32GiB") == q.key_bytes
+
+
+def test_main_sets_the_pinned_pools_cap_from_its_cases_before_the_backend(monkeypatch):
+    """``bench.filecoin --pinned-key`` sets an unset pool cap from the largest
+    case's ``pinned_estimate`` (hypothesis 95) before anything starts the
+    backend; without ``--pinned-key`` it leaves XLA's default."""
+    from jaxprove import memory
+    seen = []
+    monkeypatch.setattr(memory, "_backend_started", lambda: False)
+    monkeypatch.setattr(memory, "host_total", lambda: 1 << 40)       # 1 TiB: no clamp
+    monkeypatch.setattr(F, "environment", lambda: {})
+    monkeypatch.setattr(F, "run_case", lambda *a, **k: seen.append(
+        os.environ.get(memory.PINNED_POOL_VAR)))
+    monkeypatch.setenv(memory.PINNED_POOL_VAR, "0")   # recorded: restored after the test
+    monkeypatch.delenv(memory.PINNED_POOL_VAR)
+    ooc = 13
+    F.main(["--kinds", "porep,winning-post", "--sizes", "32GiB", "--keys-in-host-memory",
+            "--out-of-core-gib", str(ooc), "--host-witness", "--pinned-key"])
+    want = F.pinned_estimate("porep", "32GiB", None, ooc << 30, True) + memory.PINNED_RESERVE
+    assert seen == [str(-(-want >> 30))] * 2
+    monkeypatch.delenv(memory.PINNED_POOL_VAR, raising=False)
+    seen.clear()
+    F.main(["--kinds", "porep", "--sizes", "32GiB", "--keys-in-host-memory"])
+    assert seen == [None]

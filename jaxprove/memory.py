@@ -131,17 +131,29 @@ def widen_pinned_pool(pinned: int | None = None, environ=None,
     regions up to its cap whether or not they are used (hypothesis 95), so a
     cap is what may be locked, not a limit nothing reaches.  What does not
     fit the cap stays pageable (``groth16.pin_key``'s room).  A value
-    already set is the user's and stays; once the backend has started,
-    nothing changes (XLA read the variable then).  Returns the cap in bytes."""
+    already set is the user's and stays (a warning where it exceeds the
+    host's share); once the backend has started, nothing changes (XLA read
+    the variable then).  Returns the cap in bytes."""
     env = os.environ if environ is None else environ
-    if PINNED_POOL_VAR not in env and not _backend_started():
-        want = PINNED_POOL_DEFAULT_GIB << 30 if pinned is None else pinned + PINNED_RESERVE
-        gib = max(-(-want >> 30), PINNED_POOL_DEFAULT_GIB)     # whole GiB, rounded up
-        total = host_total() if total is None else total
-        if total is not None:
-            gib = min(gib, int(total * PINNED_HOST_SHARE) >> 30)
-        if gib != PINNED_POOL_DEFAULT_GIB:
-            env[PINNED_POOL_VAR] = str(max(gib, 1))
+    if _backend_started():
+        return pinned_pool_bytes(env)
+    total = host_total() if total is None else total
+    share = None if total is None else int(total * PINNED_HOST_SHARE) >> 30
+    if PINNED_POOL_VAR in env:
+        cap = pinned_pool_bytes(env)
+        if share is not None and cap >> 30 > share:
+            log.warning("%s=%s: the pinned pool may lock %d GiB of this host's %d GiB, more "
+                        "than %d%% of it; its regions are pinned whole (hypothesis 95), so "
+                        "the process may be killed for want of pageable memory",
+                        PINNED_POOL_VAR, env[PINNED_POOL_VAR], cap >> 30, total >> 30,
+                        round(100 * PINNED_HOST_SHARE))
+        return cap
+    want = PINNED_POOL_DEFAULT_GIB << 30 if pinned is None else pinned + PINNED_RESERVE
+    gib = max(-(-want >> 30), PINNED_POOL_DEFAULT_GIB)         # whole GiB, rounded up
+    if share is not None:
+        gib = min(gib, share)
+    if gib != PINNED_POOL_DEFAULT_GIB:
+        env[PINNED_POOL_VAR] = str(max(gib, 1))
     return pinned_pool_bytes(env)
 
 

@@ -84,12 +84,13 @@ def test_pinned_pool_reads_xlas_variable_in_gib():
     assert memory.pinned_pool_bytes({v: "lots"}) == 64 << 30
 
 
-def test_widen_pinned_pool_caps_the_pool_at_the_planned_pins_before_the_backend(monkeypatch):
+def test_widen_pinned_pool_caps_the_pool_at_the_planned_pins_before_the_backend(monkeypatch,
+                                                                               caplog):
     """``widen_pinned_pool``: before the backend starts, an unset cap becomes what
     the process plans to pin plus the reserve, in whole GiB rounded up, at least
     XLA's 64 and at most the host's share (the pool pins regions up to its cap:
-    hypothesis 95); a value the user set stays; after the backend has started
-    nothing changes (XLA read it then)."""
+    hypothesis 95); a value the user set stays, with a warning above the host's
+    share; after the backend has started nothing changes (XLA read it then)."""
     v = memory.PINNED_POOL_VAR
     monkeypatch.setattr(memory, "_backend_started", lambda: False)
     env = {}                 # 68 GiB planned + 2 reserve: 70, well within 0.6 of 500
@@ -107,7 +108,10 @@ def test_widen_pinned_pool_caps_the_pool_at_the_planned_pins_before_the_backend(
     assert env == {v: "19"}
     env = {v: "80"}          # the user's value stays
     assert memory.widen_pinned_pool(200 << 30, env, total=500 << 30) == 80 << 30
-    assert env == {v: "80"}
+    assert env == {v: "80"} and not caplog.records
+    env = {v: "120"}         # ... with a warning where it exceeds the host's share
+    assert memory.widen_pinned_pool(None, env, total=125 << 30) == 120 << 30
+    assert env == {v: "120"} and "may lock 120 GiB of this host's 125 GiB" in caplog.text
     env, host = {}, memory.host_total()       # total None: this host's memory
     want = 64 if host is None else min(64, int(host * memory.PINNED_HOST_SHARE) >> 30)
     assert memory.widen_pinned_pool(None, env, total=None) == want << 30

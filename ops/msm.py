@@ -1025,7 +1025,8 @@ def msm(curve: Curve, bases, scalars, config: MSMConfig | None = None, on_chunk=
     array) -> projective ``(3, *fp, *batch)``.  With ``config.budget_bytes``
     the bases are processed in power-of-two chunks whose working set fits
     the budget; host bases and host scalars then go to the device a chunk
-    at a time (the 0/1 split below puts host scalars whole).
+    at a time, the next chunk's put before this one's run (``_in_chunks``;
+    the 0/1 split below puts host scalars whole).
 
     0/1 split (``config.split_threshold``): the positions where every scalar
     vector holds 0 or 1 are counted on the device (one host sync of the

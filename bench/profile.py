@@ -192,13 +192,14 @@ def stage(case: str, log_n: int = 20, kind: str = "porep", size: str = "2KiB",
             def spmv_device(w):                       # as _h_on_device: C held (94)
                 return pce.evaluate_host(host, w, budget, length=length, plan=plan,
                                          on_device=(0, 1), plane_shape=(n1, length // n1),
-                                         held=(2,))
+                                         held=(2,), put_ahead=put_ahead)
             return spmv_device, (wh,), (f"{label}: {host.rows} rows within "
                                         f"{budget / 2**30:.3g} GiB, a and b on the device")
         plan = pce.host_plan(host, 1, budget)
 
         def spmv_host(w):
-            a, b, c = pce.evaluate_host(host, w, budget, length=length, plan=plan)
+            a, b, c = pce.evaluate_host(host, w, budget, length=length, plan=plan,
+                                        put_ahead=put_ahead)
             return pce.check_host(a, b, c, host.rows, budget)
         return spmv_host, (w,), f"{label}: {host.rows} rows within {budget / 2**30:.3g} GiB"
     raise ValueError(f"profile: unknown case {case!r} (one of {', '.join(CASES)})")
@@ -317,8 +318,9 @@ def main(argv=None):
                     help="msm --host: the scalars on the device (the partition's msm_h: the "
                          "device h leaves them there, hypothesis 93)")
     ap.add_argument("--no-put-ahead", dest="put_ahead", action="store_false",
-                    help="msm --host: each chunk's put just before its run, the order before "
-                         "hypothesis 97 (MSMConfig.put_ahead False), for measuring")
+                    help="msm --host, spmv_host, spmv_device: each chunk's (row block's) put "
+                         "just before its run, the order before hypotheses 97 and 98 "
+                         "(MSMConfig.put_ahead, evaluate_host's put_ahead False), for measuring")
     ap.add_argument("--reps", type=int, default=3, help="calls traced")
     ap.add_argument("--top", type=int, default=25)
     ap.add_argument("--cache", action="store_true", help="persistent compilation cache")

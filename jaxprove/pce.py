@@ -305,10 +305,12 @@ def block_bytes(m: Matrices, x: spmv.BlockedCSR, batch: int, shape: spmv.BlockSh
     """Estimated device bytes of evaluating a row block of the matrix x
     padded to ``shape`` (``evaluate_host``): the element-major witness
     32·B·num_vars and the table, the block's arrays and the next block's
-    (``ops.spmv.block_nbytes``; ``evaluate_host`` is pipelined), the SpMV's
+    (``ops.spmv.block_nbytes``; ``evaluate_host`` is pipelined, one more
+    put ahead: ``ops.transfer.STEPS_HELD`` blocks' arrays), the SpMV's
     output and working set (``ops.spmv.working_bytes``), and the previous
     block's output on its way back (32·B·rows)."""
-    return (32 * batch * m.num_vars + int(m.coeffs.nbytes) + 2 * spmv.block_nbytes(x, shape)
+    return (32 * batch * m.num_vars + int(m.coeffs.nbytes)
+            + transfer.STEPS_HELD * spmv.block_nbytes(x, shape)
             + spmv.working_bytes(x, batch, shape) + 32 * batch * shape.rows)
 
 
@@ -552,7 +554,8 @@ def first_over_blocks(count: int, size: int, first_at, shape, unit: int = 1) -> 
 def evaluate_host(m: Matrices, w, budget: int, *, length: int | None = None,
                   check: bool = False, plan: HostPlan | None = None,
                   learned: dict | None = None, on_device: tuple = (),
-                  plane_shape: tuple | None = None, held: tuple = ()):
+                  plane_shape: tuple | None = None, held: tuple = (),
+                  put_ahead: bool = True):
     """``evaluate`` out of core: m's arrays in host memory (``to_host``; device
     arrays work too), w (8, *batch, num_vars) on the device or in host
     memory (numpy: put a piece at a time into the element-major copy,
@@ -585,7 +588,10 @@ def evaluate_host(m: Matrices, w, budget: int, *, length: int | None = None,
     padded to the plan's shape) go to the device, one program (the same for
     every block of the plan) computes them, and the result's first r1 − r0
     rows come back (into pinned memory on a GPU, ``ops.transfer.start_fetch``)
-    while the next block runs, or are written into the device planes.
+    while the next block runs, or are written into the device planes; block
+    j + 1 is put before block j is dispatched, at most two blocks in flight
+    (``ops.transfer.pipeline``; ``put_ahead`` False: each block's put just
+    before its SpMV, for measuring; bench/NOTES.md hypothesis 98).
     Device bytes beyond a device w: at most ``budget`` by the estimate
     ``block_bytes`` (the element-major witness and the table stay for the
     whole evaluation).  With ``check``, also the first row with a·b != c
@@ -649,25 +655,32 @@ def evaluate_host(m: Matrices, w, budget: int, *, length: int | None = None,
             else:
                 outs[k] = np.empty((Fr.L, B, length), np.uint32)
                 outs[k][:, :, m.rows:] = 0
-            pending = None                 # pipelined: block j + 1 runs while j comes back
-            for j, (r0, r1) in enumerate(plan.plans[k].blocks):
+            blocks = plan.plans[k].blocks
+            pending = [None]       # host results: block j − 1's rows, written once j is dispatched
+
+            def put_block(j, k=k):
                 with span("evaluate_host.put"):
-                    x = transfer.put(plan.block(k, j), dev, pool)   # pageable: on the pool
+                    return transfer.put(plan.block(k, j), dev, pool)   # pageable: on the pool
+
+            def run_block(j, x, k=k, blocks=blocks, pending=pending):
+                r0, r1 = blocks[j]
                 with span("evaluate_host.spmv"):
                     y = _spmv_block(x, coeffs, wt)
                 if k in planes:
                     planes[k] = _write_planes(planes[k], y, jnp.int32(r0), jnp.int32(r1 - r0))
-                    continue
-                if k in kept:                  # kept as fetched: no copy into one array
-                    with span("evaluate_host.hold"):
-                        kept[k].append((r0, r1, transfer.start_fetch(y)))
-                    continue
+                    return y
                 y = transfer.start_fetch(y)                       # pinned on a GPU
-                if pending is not None:
-                    _write_rows(outs[k], *pending, pool)
-                pending = (r0, r1, y)
-            if pending is not None:
-                _write_rows(outs[k], *pending, pool)
+                if k in kept:                  # kept as fetched: no copy into one array
+                    kept[k].append((r0, r1, y))
+                    return y
+                if pending[0] is not None:
+                    _write_rows(outs[k], *pending[0], pool)
+                pending[0] = (r0, r1, y)
+                return y
+            transfer.pipeline(len(blocks), put_block, run_block, put_ahead=put_ahead,
+                              span_name="evaluate_host.wait")
+            if pending[0] is not None:
+                _write_rows(outs[k], *pending[0], pool)
         del wt
         first = check_host(*(outs[k] for k in range(3)), m.rows, budget, learned, pool) \
             if check else None

@@ -881,42 +881,23 @@ def streaming_bytes(curve: Curve, G: int, host_bases: bool, host_scalars: bool,
 
 # chunks whose inputs are on the device at once in ``_in_chunks``: two dispatched (the
 # one running, the next), and the one after them put ahead (hypothesis 97)
-CHUNKS_HELD = 3
+CHUNKS_HELD = transfer.STEPS_HELD
 
 
 def _in_chunks(n: int, chunk: int, put, run, acc, on_chunk=None, put_ahead: bool = True):
-    """acc ← run(put(lo, hi), acc) over [0, N) in chunks, at most two in
-    flight: before chunk k is dispatched chunk k − 2 has finished, so its
-    buffers are free.  Without the wait the host loop runs ahead of the
-    device and every chunk's inputs land on the device at once (the whole
-    vector: the budget ignored).
+    """acc ← run(put(lo, hi), acc) over [0, N) in chunks of ``chunk``:
+    ``ops.transfer.pipeline`` (at most two chunks in flight; chunk k + 1's
+    inputs put before chunk k is dispatched, unless not ``put_ahead``;
+    ``on_chunk()`` before every chunk but the first)."""
+    state = [acc]
 
-    ``put(lo, hi)`` (the chunk's inputs to the device) is called for chunk
-    k + 1 before ``run`` dispatches chunk k: a host-to-device copy on a GPU
-    waits for the work the compute stream holds when it is enqueued (PjRt's
-    allocations are compute-synchronized), so a put issued after chunk k
-    waits for it to end and the device idles for the copy; put ahead, it
-    waits for chunk k − 1 and runs beside chunk k (bench/NOTES.md hypothesis
-    97).  So ``CHUNKS_HELD`` chunks' inputs exist at once.  Without
-    ``put_ahead`` each chunk's put comes just before its run (for measuring).
-    ``on_chunk()``, if given, is called before every chunk but the first: an
-    interruption point (the engine runs a more urgent proof there)."""
-    pending = []
-    ahead = put(0, min(n, chunk)) if n > 0 and put_ahead else None
-    for lo in range(0, n, chunk):
-        if lo and on_chunk is not None:
-            on_chunk()
-        if len(pending) == 2:
-            with span("msm.wait"):
-                jax.block_until_ready(pending.pop(0))
-        nxt = lo + chunk
-        if put_ahead:
-            inputs, ahead = ahead, put(nxt, min(n, nxt + chunk)) if nxt < n else None
-        else:
-            inputs = put(lo, min(n, nxt))
-        acc = run(inputs, acc)
-        pending.append(acc)
-    return acc
+    def step(k, inputs):
+        state[0] = run(inputs, state[0])
+        return state[0]
+
+    transfer.pipeline(-(-n // chunk), lambda k: put(k * chunk, min(n, (k + 1) * chunk)), step,
+                      on_chunk, put_ahead, span_name="msm.wait")
+    return state[0]
 
 
 def many_working_set_bytes(curve: Curve, sizes, batch: int, n_out: int, c: int,

@@ -42,6 +42,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax.profiler import TraceAnnotation as span   # named host spans in a profile
 
 PINNED = "pinned_host"
 WORKERS = min(16, os.cpu_count() or 1)    # threads for host copies: the CPUs, at most 16
@@ -112,6 +113,45 @@ def put(tree, dev, pool: Executor | None = None):
             return put_planes(x, pool, plane_ndim=x.ndim, dev=dev, piece_bytes=PIECE_BYTES)
         return jax.device_put(x, s)
     return jax.tree.map(one, tree)
+
+
+def pipeline(n: int, put, run, on_step=None, put_ahead: bool = True, wait=None,
+             span_name: str = "transfer.wait") -> None:
+    """Steps k = 0 … n − 1 of streamed device work: ``run(k, put(k))``,
+    with at most two steps in flight (before step k is dispatched step
+    k − 2 has finished, ``wait(out)`` on what its ``run`` returned, default
+    ``jax.block_until_ready``), so its buffers are free: without the wait
+    the host loop runs ahead of the device and every step's inputs land on
+    the device at once (the budget ignored).
+
+    ``put(k)`` (step k's inputs to the device) is called for step k + 1
+    before ``run`` dispatches step k: a host-to-device copy on a GPU waits
+    for the work the compute stream holds when it is enqueued (PjRt's
+    allocations are compute-synchronized), so a put issued after step k
+    waits for it to end and the device idles for the copy; put ahead, it
+    waits for step k − 1 and runs beside step k (bench/NOTES.md hypotheses
+    97, 98).  So ``STEPS_HELD`` steps' inputs exist at once (k − 1 running,
+    k queued, k + 1 being copied).  Without ``put_ahead`` each step's put
+    comes just before its run (for measuring; two steps' inputs).
+    ``on_step()``, if given, is called before every step but the first: an
+    interruption point (the engine runs a more urgent proof there)."""
+    wait = jax.block_until_ready if wait is None else wait
+    pending = collections.deque()
+    ahead = put(0) if n > 0 and put_ahead else None
+    for k in range(n):
+        if k and on_step is not None:
+            on_step()
+        if len(pending) == 2:
+            with span(span_name):
+                wait(pending.popleft())
+        if put_ahead:
+            inputs, ahead = ahead, put(k + 1) if k + 1 < n else None
+        else:
+            inputs = put(k)
+        pending.append(run(k, inputs))
+
+
+STEPS_HELD = 3   # pipeline: the inputs of this many steps exist at once (put ahead)
 
 
 PIECE_BYTES = 16 << 20   # put_planes: the most bytes of one put

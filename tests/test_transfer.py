@@ -263,3 +263,25 @@ def test_pinned_vector_puts_any_range(monkeypatch):
         with pytest.raises(ValueError, match="put_range"):
             T.put_range(v, lo, hi, size)
     assert T.pin_vector(x[..., :1], jax.devices()[0]).piece >= 1
+
+
+def test_pipeline_puts_one_ahead_and_keeps_two_in_flight():
+    """``pipeline``: step k + 1's put before step k's run (hypothesis 97),
+    step k − 2 waited for before step k is dispatched, ``on_step`` before
+    every step but the first; without put_ahead each put just before its
+    run."""
+    events = []
+    put = lambda k: events.append(("put", k)) or f"x{k}"                    # noqa: E731
+    run = lambda k, x: events.append(("run", k, x)) or k                    # noqa: E731
+    wait = lambda out: events.append(("wait", out))                          # noqa: E731
+    T.pipeline(4, put, run, lambda: events.append(("step",)), wait=wait)
+    assert events == [("put", 0), ("put", 1), ("run", 0, "x0"), ("step",), ("put", 2),
+                      ("run", 1, "x1"), ("step",), ("wait", 0), ("put", 3), ("run", 2, "x2"),
+                      ("step",), ("wait", 1), ("run", 3, "x3")]
+    events.clear()
+    T.pipeline(3, put, run, put_ahead=False, wait=wait)
+    assert events == [("put", 0), ("run", 0, "x0"), ("put", 1), ("run", 1, "x1"), ("wait", 0),
+                      ("put", 2), ("run", 2, "x2")]
+    events.clear()
+    T.pipeline(0, put, run, wait=wait)
+    assert events == []

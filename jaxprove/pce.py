@@ -669,10 +669,12 @@ def evaluate_host(m: Matrices, w, budget: int, *, length: int | None = None,
                 if k in planes:
                     planes[k] = _write_planes(planes[k], y, jnp.int32(r0), jnp.int32(r1 - r0))
                     return y
-                y = transfer.start_fetch(y)                       # pinned on a GPU
                 if k in kept:                  # kept as fetched: no copy into one array
+                    with span("evaluate_host.hold"):
+                        y = transfer.start_fetch(y)
                     kept[k].append((r0, r1, y))
                     return y
+                y = transfer.start_fetch(y)                       # pinned on a GPU
                 if pending[0] is not None:
                     _write_rows(outs[k], *pending[0], pool)
                 pending[0] = (r0, r1, y)

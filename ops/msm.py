@@ -670,10 +670,11 @@ def _sum_by_key(curve: Curve, terms, key, count: int, cfg: MSMConfig):
 
 # ------------------------------------------------------------------ public API
 def point_major(curve: Curve, bases) -> jnp.ndarray:
-    """Points ``(k, *fp, N)`` (affine bases, k = 2, or projective buckets) ->
-    ``(N, k·F)`` (one row per point, so the accumulation's random gathers
-    read whole points)."""
-    bases = jnp.asarray(bases)
+    """Points ``(k, *fp, N)`` (affine bases, k = 2, or projective buckets),
+    or a tuple of such pieces to be concatenated along N (a pinned key's
+    chunk, ``_host_chunk``), -> ``(N, k·F)`` (one row per point, so the
+    accumulation's random gathers read whole points)."""
+    bases = jnp.concatenate(bases, axis=-1) if isinstance(bases, tuple) else jnp.asarray(bases)
     n = bases.shape[-1]
     return bases.reshape(-1, n).T
 
@@ -843,10 +844,12 @@ def _is_host(x) -> bool:
 
 def _host_chunk(x, lo: int, hi: int, size: int, pool=None):
     """``x[..., lo:hi]`` zero-padded to ``size``, on the default device: a
-    pinned vector's pieces put as they are (``transfer.put_range``), a host
-    array's slice by ``_to_device``, a device array's sliced in place."""
+    pinned vector's whole pieces as a tuple (``transfer.put_pieces``: the
+    chunk's program concatenates them, ``point_major``) or, for other
+    ranges, put into one array (``transfer.put_range``); a host array's
+    slice by ``_to_device``; a device array's sliced in place."""
     if isinstance(x, transfer.PinnedVector):
-        return transfer.put_range(x, lo, hi, size)
+        return transfer.put_pieces(x, lo, hi, size) or transfer.put_range(x, lo, hi, size)
     return _to_device(_pad_last(x[..., lo:hi], size), pool)
 
 

@@ -351,6 +351,31 @@ def put_range(v: PinnedVector, lo: int, hi: int, size: int | None = None, dev=No
     return jax.device_put(host, s)
 
 
+def put_pieces(v: PinnedVector, lo: int, hi: int, size: int | None = None,
+               dev=None) -> tuple | None:
+    """``v[..., lo:hi]`` zero-padded to ``size`` (default hi − lo) on ``dev``
+    as a tuple of whole pieces, their concatenation along the last axis (the
+    consumer's program concatenates them: ``ops.msm.point_major``), where
+    the range is whole pieces (lo a multiple of the piece, hi too or N, size
+    a multiple of it; zero pieces fill the size past hi); None otherwise
+    (``put_range`` serves those).  Each piece is one DMA and nothing runs on
+    the device to assemble them: no ``_set_piece`` programs queued behind
+    the running work on the compute stream (bench/NOTES.md hypothesis 96)."""
+    size = hi - lo if size is None else size
+    if not (0 <= lo <= hi <= v.n) or size < hi - lo:
+        raise ValueError(f"put_pieces: [{lo}, {hi}) of {v.n} elements into {size}")
+    P = v.piece
+    if lo % P or size % P or not (hi % P == 0 or hi == v.n) or size == 0:
+        return None
+    s = jax.sharding.SingleDeviceSharding(default_device(dev))
+    k0, k1 = lo // P, -(-hi // P)
+    pieces = [jax.device_put(v.pieces[k], s) for k in range(k0, k1)]
+    if len(pieces) < size // P:               # past hi: zeros (identity bases, zero rows)
+        zero = jnp.zeros(v.lead + (P,), v.dtype, device=s)
+        pieces += [zero] * (size // P - len(pieces))
+    return tuple(pieces)
+
+
 def start_fetch(x: jax.Array, pinned: bool | None = None) -> jax.Array:
     """Start copying device array x to host memory; ``np.asarray`` of the
     returned array gives its values (waiting for the copy).  ``pinned``:

@@ -78,6 +78,38 @@ def _release_compiled_programs():
     jax.clear_caches()
 
 
+def _count_lines(path: str) -> int | None:
+    try:
+        with open(path) as f:
+            return sum(1 for _ in f)
+    except OSError:          # not Linux: no /proc
+        return None
+
+
+def _max_map_count() -> int | None:
+    try:
+        with open("/proc/sys/vm/max_map_count") as f:
+            return int(f.read())
+    except (OSError, ValueError):
+        return None
+
+
+_MAP_LIMIT = _max_map_count()
+
+
+@pytest.fixture(autouse=True)
+def _release_before_the_map_limit():
+    """Drop JAX's compiled programs after a test that leaves the process with
+    more than half of ``vm.max_map_count`` memory mappings.  XLA:CPU's JIT
+    maps three pages per compiled kernel (~1,900 mappings per MSM program
+    in interpret mode), so test_msm.py alone reached 64,138 of 65,530 and
+    the next compile aborted inside backend_compile_and_load (session 49:
+    the per-module release above is not enough for one large module)."""
+    yield
+    if _MAP_LIMIT and (_count_lines("/proc/self/maps") or 0) > _MAP_LIMIT // 2:
+        jax.clear_caches()
+
+
 def pytest_collection_modifyitems(config, items):
     run_slow = config.getoption("--runslow")
     gpu = _has_gpu()

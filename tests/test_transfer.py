@@ -285,3 +285,34 @@ def test_pipeline_puts_one_ahead_and_keeps_two_in_flight():
     events.clear()
     T.pipeline(0, put, run, wait=wait)
     assert events == []
+
+
+def test_put_pieces_gives_whole_pieces_or_none(monkeypatch):
+    """``put_pieces``: a range of whole pieces (zero pieces past hi up to the
+    size) as a tuple whose concatenation is x[..., lo:hi] zero-padded, put
+    without any device program (hypothesis 96); None for ranges that are not
+    whole pieces (``put_range`` serves them); bad ranges refused."""
+    rng = np.random.default_rng(2)
+    x = rng.integers(0, 2**32, size=(2, 12, 1000), dtype=np.uint32)
+    v = T.pin_vector(x, jax.devices()[0], piece_bytes=96 * 100)
+    assert v.piece == 64
+
+    def want(lo, hi, size):
+        w = np.zeros((2, 12, size), np.uint32)
+        w[..., :hi - lo] = x[..., lo:hi]
+        return w
+
+    monkeypatch.setattr(T, "_set_piece", None)      # no assembly program
+    for lo, hi, size in [(0, 64, 64), (64, 256, 192), (128, 256, 256), (896, 1000, 128),
+                         (768, 1000, 512), (0, 1000, 1024)]:
+        got = T.put_pieces(v, lo, hi, size)
+        assert isinstance(got, tuple) and len(got) == size // 64
+        assert all(isinstance(p, jax.Array) and p.shape == (2, 12, 64) for p in got)
+        assert np.array_equal(np.concatenate([np.asarray(p) for p in got], -1),
+                              want(lo, hi, size))
+    for lo, hi, size in [(10, 20, 10), (0, 100, 100), (0, 100, 128), (32, 96, 64),
+                         (0, 0, 0)]:
+        assert T.put_pieces(v, lo, hi, size) is None
+    for lo, hi, size in [(0, 1001, 1024), (5, 4, 64), (0, 128, 64)]:
+        with pytest.raises(ValueError, match="put_pieces"):
+            T.put_pieces(v, lo, hi, size)

@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import collections
 import gc
-import os
 import random
 import sys
 
@@ -29,16 +28,30 @@ import numpy as np
 from bench.common import emit, environment
 
 
-def mappings() -> int:
-    """Lines of /proc/self/maps: the process's memory mappings (Linux)."""
-    with open(f"/proc/{os.getpid()}/maps") as f:
-        return sum(1 for _ in f)
+def mappings() -> int | None:
+    """Lines of /proc/self/maps: the process's memory mappings (None off
+    Linux)."""
+    try:
+        with open("/proc/self/maps") as f:
+            return sum(1 for _ in f)
+    except OSError:
+        return None
+
+
+def map_limit() -> int | None:
+    """``vm.max_map_count``: the most mappings a process may hold (None off
+    Linux)."""
+    try:
+        with open("/proc/sys/vm/max_map_count") as f:
+            return int(f.read())
+    except (OSError, ValueError):
+        return None
 
 
 def by_permission() -> dict:
     """Anonymous mappings by permission, e.g. {"r-xp": 1259, ...}."""
     c = collections.Counter()
-    with open(f"/proc/{os.getpid()}/maps") as f:
+    with open("/proc/self/maps") as f:
         for line in f:
             parts = line.split()
             if len(parts) < 6:
@@ -54,7 +67,7 @@ def main(argv=None) -> int:
     ap.add_argument("--windows", type=int, nargs="+", default=[4, 5])
     ap.add_argument("--points", type=int, default=16)
     a = ap.parse_args(argv)
-    if not os.path.exists("/proc/self/maps"):
+    if mappings() is None:
         print("bench.maps: needs Linux's /proc", file=sys.stderr)
         return 2
     from py_ecc import optimized_bls12_381 as ob      # the test oracle: random bases
@@ -74,7 +87,7 @@ def main(argv=None) -> int:
     gc.collect()
     emit({"case": "maps.msm", "windows": a.windows, "points": a.points,
           "mappings_after_each": after, "anonymous_by_permission": perms,
-          "freed_by_clear_caches": held - (mappings() - start),
+          "freed_by_clear_caches": held - (mappings() - start), "map_limit": map_limit(),
           **environment()})
     return 0
 

@@ -304,9 +304,9 @@ class Plan(NamedTuple):
 def block_bytes(m: Matrices, x: spmv.BlockedCSR, batch: int, shape: spmv.BlockShape) -> int:
     """Estimated device bytes of evaluating a row block of the matrix x
     padded to ``shape`` (``evaluate_host``): the element-major witness
-    32·B·num_vars and the table, the block's arrays and the next block's
-    (``ops.spmv.block_nbytes``; ``evaluate_host`` is pipelined, one more
-    put ahead: ``ops.transfer.STEPS_HELD`` blocks' arrays), the SpMV's
+    32·B·num_vars and the table, ``ops.transfer.STEPS_HELD`` blocks' arrays
+    (``ops.spmv.block_nbytes``; ``evaluate_host`` is pipelined: the running
+    block's, the next one's and the one put ahead of both), the SpMV's
     output and working set (``ops.spmv.working_bytes``), and the previous
     block's output on its way back (32·B·rows)."""
     return (32 * batch * m.num_vars + int(m.coeffs.nbytes)

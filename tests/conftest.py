@@ -24,6 +24,8 @@ if str(ROOT) not in sys.path:
 
 import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
+
+from bench import maps  # noqa: E402  (the process's memory mappings)
 try:
     from py_ecc import bls12_381 as b  # noqa: E402
     from py_ecc import optimized_bls12_381 as ob  # noqa: E402
@@ -78,23 +80,7 @@ def _release_compiled_programs():
     jax.clear_caches()
 
 
-def _count_lines(path: str) -> int | None:
-    try:
-        with open(path) as f:
-            return sum(1 for _ in f)
-    except OSError:          # not Linux: no /proc
-        return None
-
-
-def _max_map_count() -> int | None:
-    try:
-        with open("/proc/sys/vm/max_map_count") as f:
-            return int(f.read())
-    except (OSError, ValueError):
-        return None
-
-
-_MAP_LIMIT = _max_map_count()
+_MAP_LIMIT = maps.map_limit()
 
 
 @pytest.fixture(autouse=True)
@@ -106,7 +92,7 @@ def _release_before_the_map_limit():
     the next compile aborted inside backend_compile_and_load (session 49:
     the per-module release above is not enough for one large module)."""
     yield
-    if _MAP_LIMIT and (_count_lines("/proc/self/maps") or 0) > _MAP_LIMIT // 2:
+    if _MAP_LIMIT and (maps.mappings() or 0) > _MAP_LIMIT // 2:
         jax.clear_caches()
 
 

@@ -751,7 +751,8 @@ def run_case(kind: str, size: str, reps: int = 5, env: dict | None = None,
         box = [pk]
         del pk
         room = memory.pinned_room(jax.devices()[0], G.proof_pinned_bytes(
-            None if out_of_core is None else m, host_witness))   # hypothesis 92
+            None if out_of_core is None else m, host_witness),   # hypothesis 92
+            in_use=memory.pinned_in_use())
         pk = G.pin_key(box, room=room)
         rec["pin_key_s"] = time.perf_counter() - t
         rec["pinned_key_bytes"], rec["pinned_pool_bytes"] = G.pinned_bytes(pk), memory.pinned_pool_bytes()

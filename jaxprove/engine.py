@@ -681,8 +681,9 @@ class Groth16Prover:
         key is ~47 GB split, ~75 GB whole: two copies exceed the H200
         host); with ``pin`` (not None) as well, that copy in ``device``'s
         pinned host memory (``groth16.pin_key``), once, as far as the pool
-        holds it beside the other held keys' pinned vectors and ``pin``
-        bytes left for each proof (``groth16.proof_pinned_bytes``)."""
+        holds it beside all that is pinned already (``memory.pinned_in_use``:
+        other circuits' keys and prepared row blocks) and ``pin`` bytes left
+        for each proof (``groth16.proof_pinned_bytes``)."""
         import jax
 
         from jaxprove import groth16 as G
@@ -712,8 +713,7 @@ class Groth16Prover:
                     if not isinstance(getattr(keys[0], f), M.SplitBases):
                         keys = (G.streaming_key(keys[0], positions, (f,)), keys[1])
                 if pin is not None:           # one pageable vector at a time becomes pinned
-                    room = memory.pinned_room(device, pin, in_use=sum(
-                        G.pinned_bytes(k[0]) for k in list(self._host_keys.values())))
+                    room = memory.pinned_room(device, pin, in_use=memory.pinned_in_use())
                     box, vk = [keys[0]], keys[1]
                     del keys
                     keys = (G.pin_key(box, device, room), vk)

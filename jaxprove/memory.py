@@ -165,6 +165,16 @@ def _backend_started() -> bool:
         return True
 
 
+def pinned_in_use() -> int:
+    """Bytes this process holds in pinned host memory now: every live jax
+    Array of memory kind ``pinned_host`` (held keys' pieces, prepared row
+    blocks, a running proof's fetched vectors), whoever holds it: the pool
+    is the process's, shared by every circuit and device."""
+    from ops import transfer
+    return sum(int(x.nbytes) for x in jax.live_arrays()
+               if getattr(x.sharding, "memory_kind", None) == transfer.PINNED)
+
+
 def pinned_room(device, reserve: int = 0, in_use: int = 0) -> int | None:
     """Pinned host bytes left to pin on ``device`` (its pool's cap,
     ``pinned_pool_bytes``, less ``in_use`` pinned already and ``reserve``

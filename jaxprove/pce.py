@@ -463,7 +463,8 @@ def host_plan(m: Matrices, batch: int, budget: int, dev=None, *,
     ``spmv_budgets``; ValueError when a matrix's smallest block does not
     fit).  ``prepared``: every
     block cut and padded now, and placed in ``dev``'s pinned host memory
-    (``pinned`` as ``ops.transfer.to_pinned``: None on a GPU only); None:
+    (``pinned`` as ``ops.transfer.to_pinned``: None on a GPU only) as far
+    as the pool has room (``_pin_blocks``); None:
     prepared where the host has room for that copy (about m's bytes) beside
     ``working`` bytes (what each proof allocates there: a, b, c, h) and
     ``memory.HOST_RESERVE``, else cut per call (logged: each proof's SpMV
@@ -485,9 +486,41 @@ def host_plan(m: Matrices, batch: int, budget: int, dev=None, *,
     if not prepared:
         return plan
     dev = dev or jax.devices()[0]
-    blocks = tuple(tuple(transfer.to_pinned(plan.block(k, j), dev, pinned)
-                         for j in range(len(p.blocks))) for k, p in enumerate(plans))
-    return plan._replace(blocks=blocks)
+    return plan._replace(blocks=_pin_blocks(plan, m.name, dev, pinned, working))
+
+
+def _pin_blocks(plan: HostPlan, name: str, dev, pinned: bool | None, working: int) -> tuple:
+    """Every block of ``plan`` cut now, per matrix; in ``dev``'s pinned host
+    memory (``pinned`` as ``ops.transfer.to_pinned``) in turn while the
+    pool has room for it beside what is pinned already and ``working``
+    bytes more (``memory.pinned_room``: other circuits' keys and blocks
+    share the pool) and allocates it; the blocks after that stay numpy
+    (logged: their puts run at the pageable rate)."""
+    pinning = transfer.device_pinned_sharding(dev, pinned) is not None
+    room = memory.pinned_room(dev, working, memory.pinned_in_use()) if pinning else None
+    left, spilled, blocks = room, 0, []
+    for k, p in enumerate(plan.plans):
+        out = []
+        for j in range(len(p.blocks)):
+            x = plan.block(k, j)
+            n = sum(int(v.nbytes) for v in jax.tree.leaves(x))
+            if pinning and not spilled and (left is None or n <= left):
+                try:
+                    x = transfer.to_pinned(x, dev, pinned)
+                    left = None if left is None else left - n
+                    n = 0
+                except jax.errors.JaxRuntimeError as e:
+                    if not memory.out_of_memory(e):
+                        raise
+                    log.warning("host_plan: pinned host memory ran out (%s)", e)
+            spilled += n if pinning else 0
+            out.append(x)
+        blocks.append(tuple(out))
+    if spilled:
+        log.warning("host_plan: %s of %s's row blocks stay in pageable memory (their puts "
+                    "are slower): the pinned pool had room for %s beside what is pinned",
+                    memory.gib(spilled), name, memory.gib(room or 0))
+    return tuple(blocks)
 
 
 @aot.program

@@ -581,9 +581,11 @@ def test_groth16_prover_pins_the_held_key(monkeypatch):
     real_pin = G.pin_key
     monkeypatch.setattr(G, "pin_key", lambda box, dev=None, room=None: pins.append(
         (dev, room)) or real_pin(box, dev, room))
-    # hypothesis 92: the room left to the key is the pool's less what each proof pins
+    # hypothesis 92: the room left to the key is the pool's less what each proof pins and
+    # all that is pinned already (other circuits' keys and prepared row blocks)
     monkeypatch.setattr(memory, "pinned_room", lambda dev, reserve=0, in_use=0: rooms.append(
         (reserve, in_use)) or 1 << 40)
+    monkeypatch.setattr(memory, "pinned_in_use", lambda: 4321)
     dev = jax.devices()[0]
     for kw, reserve in (({"out_of_core_budget": 8000}, G.proof_pinned_bytes(m, True, 2)),
                         ({}, 0)):                           # the 16 GB mode, streaming
@@ -591,7 +593,7 @@ def test_groth16_prover_pins_the_held_key(monkeypatch):
         prover = E.Groth16Prover(keys_dir="stored", keys_in_host_memory=True, pinned_key=True,
                                  **kw)
         res = prover.load(spec, dev)
-        assert pins == [(dev, 1 << 40)] and rooms == [(reserve, 0)]
+        assert pins == [(dev, 1 << 40)] and rooms == [(reserve, 4321)]
         for f in G.POINT_VECTORS:
             v = getattr(res.pk, f)
             parts = (v.bits, v.dense) if isinstance(v, M.SplitBases) else (v,)

@@ -3,6 +3,7 @@ half its budget; nothing else is retried."""
 from __future__ import annotations
 
 import jax
+import numpy as np
 import pytest
 
 from jaxprove import memory
@@ -134,3 +135,21 @@ def test_pinned_room_is_the_cap_less_use_reserve_and_margin(monkeypatch):
     monkeypatch.setenv(memory.PINNED_POOL_VAR, "10")
     assert memory.pinned_room(dev, 3 << 30, in_use=1 << 30) == (6 << 30) - memory.PINNED_RESERVE
     assert memory.pinned_room(dev, 9 << 30, in_use=1 << 30) == 0
+
+
+def test_pinned_in_use_counts_live_pinned_arrays():
+    """``pinned_in_use``: the bytes of every live jax Array in pinned host
+    memory, whoever holds it; a pageable array or a freed one is not
+    counted."""
+    from ops import transfer
+    dev = jax.devices()[0]
+    s = transfer.device_pinned_sharding(dev, pinned=True)
+    if s is None:
+        pytest.skip("no pinned_host memory kind on this device")
+    before = memory.pinned_in_use()
+    x = jax.device_put(np.arange(3000, dtype=np.uint32), s)
+    y = jax.device_put(np.arange(5000, dtype=np.uint32), dev)      # device memory: not counted
+    assert memory.pinned_in_use() == before + x.nbytes
+    x.delete()
+    assert memory.pinned_in_use() == before
+    del y

@@ -420,6 +420,56 @@ def test_prepared_plan_equals_blocks_cut_per_call(random_circuit, pinned):
             pce.evaluate_host(host, w, 16000, plan=bad)
 
 
+def test_prepared_plan_pins_blocks_while_the_pool_has_room(random_circuit, monkeypatch,
+                                                           caplog):
+    """``host_plan``'s prepared blocks go to pinned host memory in turn while
+    the pinned pool's room (``memory.pinned_room`` beside ``working`` and
+    what is pinned already) holds them, or until pinning runs out of
+    memory; the rest stay numpy (logged), and the plan evaluates as the
+    blocks cut per call do."""
+    r1cs, w = random_circuit
+    host = pce.to_host(pce.extract(r1cs, **LAYOUTS["chunks"]))
+    dev = jax.devices()[0]
+    if transfer.device_pinned_sharding(dev, pinned=True) is None:
+        pytest.skip("no pinned_host memory kind on this device")
+    cut = pce.host_plan(host, 2, 16000, prepared=False)
+    sizes = [sum(int(v.nbytes) for v in jax.tree.leaves(cut.block(k, j)))
+             for k, p in enumerate(cut.plans) for j in range(len(p.blocks))]
+    assert len(sizes) >= 6
+    asked = []
+    monkeypatch.setattr(memory, "pinned_in_use", lambda: 123)
+    want = pce.evaluate_host(host, w, 16000, length=64, check=True)
+    real = transfer.to_pinned
+
+    def oom_after(n):
+        calls = [0]
+
+        def to_pinned(tree, d, pinned=None):
+            calls[0] += 1
+            if calls[0] > n:
+                raise jax.errors.JaxRuntimeError("RESOURCE_EXHAUSTED: pinned host")
+            return real(tree, d, pinned)
+        return to_pinned
+
+    room = sum(sizes[:3]) + sizes[3] - 1                    # three blocks fit, not four
+    for r, to_pinned, n_pinned in ((room, real, 3), (1 << 40, oom_after(2), 2),
+                                   (1 << 40, real, len(sizes))):
+        monkeypatch.setattr(memory, "pinned_room", lambda d, reserve=0, in_use=0, r=r: asked.append(
+            (reserve, in_use)) or r)
+        monkeypatch.setattr(transfer, "to_pinned", to_pinned)
+        caplog.clear()
+        plan = pce.host_plan(host, 2, 16000, dev, pinned=True, working=777)
+        assert asked[-1] == (777, 123)
+        kinds = [jax.tree.leaves(b)[0].sharding.memory_kind
+                 if isinstance(jax.tree.leaves(b)[0], jax.Array) else "numpy"
+                 for blocks in plan.blocks for b in blocks]
+        assert kinds == [transfer.PINNED] * n_pinned + ["numpy"] * (len(sizes) - n_pinned)
+        assert ("stay in pageable memory" in caplog.text) == (n_pinned < len(sizes))
+        got = pce.evaluate_host(host, w, 16000, length=64, check=True, plan=plan)
+        for x, y in zip(got, want):
+            assert np.array_equal(x, y)
+
+
 def test_host_plan_prepared_where_the_host_has_room(random_circuit, monkeypatch, caplog):
     """``host_plan(prepared=None)``: the blocks prepared where the host's
     available memory holds them (about m's bytes) beside ``working`` and the

@@ -745,6 +745,23 @@ def run_case(kind: str, size: str, reps: int = 5, env: dict | None = None,
         emit({**rec, "case": name + ".setup"}, out)
         return Result(rec)
     del r1cs
+    host_plan = None
+    if out_of_core is None:
+        dom = jax.block_until_ready(N.domain(rec["domain_log"]))  # resident with the keys
+    else:                      # the 16 GB mode: matrices in host memory, no resident domain;
+        m, dom = pce.to_host(m), None          # the SpMV's row blocks cut once, pinned,
+        t = time.perf_counter()                # where the host has room beside the proof's vectors,
+        # before the key is pinned (its room counts them as pinned: memory.pinned_in_use)
+        host_plan = G.out_of_core_plan(m, out_of_core, host_witness=host_witness)
+        rec["spmv_budget_bytes"] = min(host_plan.budgets)   # B's: beside the most planes
+        rec["spmv_budgets_bytes"] = list(host_plan.budgets)
+        rec["host_plan_s"] = time.perf_counter() - t
+        rec["host_plan_blocks"] = [len(p.blocks) for p in host_plan.plans]
+        rec["host_plan_prepared"] = host_plan.blocks is not None
+        rec["host_plan_pinned_bytes"] = memory.pinned_in_use()   # the blocks, padded
+        _say(f"the SpMV's row blocks {'prepared' if host_plan.blocks else 'cut per proof'} "
+             f"in {rec['host_plan_s']:.1f} s ({memory.gib(rec['host_plan_pinned_bytes'])} "
+             f"pinned; the matrices {memory.gib(m.nbytes)})")
     rec["pinned_key"] = pinned_key
     if pinned_key:             # hypothesis 84: the key's host vectors in pinned memory
         t = time.perf_counter()
@@ -758,20 +775,6 @@ def run_case(kind: str, size: str, reps: int = 5, env: dict | None = None,
         rec["pinned_key_bytes"], rec["pinned_pool_bytes"] = G.pinned_bytes(pk), memory.pinned_pool_bytes()
         _say(f"{memory.gib(rec['pinned_key_bytes'])} of the key pinned in host memory in "
              f"{rec['pin_key_s']:.1f} s (the pool's cap {memory.gib(rec['pinned_pool_bytes'])})")
-    host_plan = None
-    if out_of_core is None:
-        dom = jax.block_until_ready(N.domain(rec["domain_log"]))  # resident with the keys
-    else:                      # the 16 GB mode: matrices in host memory, no resident domain;
-        m, dom = pce.to_host(m), None          # the SpMV's row blocks cut once, pinned,
-        t = time.perf_counter()                # where the host has room beside the proof's vectors
-        host_plan = G.out_of_core_plan(m, out_of_core, host_witness=host_witness)
-        rec["spmv_budget_bytes"] = min(host_plan.budgets)   # B's: beside the most planes
-        rec["spmv_budgets_bytes"] = list(host_plan.budgets)
-        rec["host_plan_s"] = time.perf_counter() - t
-        rec["host_plan_blocks"] = [len(p.blocks) for p in host_plan.plans]
-        rec["host_plan_prepared"] = host_plan.blocks is not None
-        _say(f"the SpMV's row blocks {'prepared' if host_plan.blocks else 'cut per proof'} "
-             f"in {rec['host_plan_s']:.1f} s")
     ballast = None
     if device_budget is not None:
         hold = ballast_bytes(jax.devices()[0].memory_stats(), device_budget)

@@ -774,18 +774,19 @@ class Groth16Prover:
         if split:
             log.info("%s: the merged MSM passes do not fit beside the key: the key is held "
                      "split", spec.topology)
-        pin = G.proof_pinned_bytes(m if ooc else None, self._witness_on_host, 2) if (
-            self.pinned_key and mp.mode != "resident") else None
+        # out of core a proof is one instance (a batch of B needs B times the device memory):
+        # its row blocks are cut once, into pinned host memory, not per proof, where the host
+        # has room for them beside the proof's host vectors (groth16.out_of_core_host_bytes);
+        # before the key is pinned, so that the key's room counts them as pinned
+        plan = G.out_of_core_plan(m, mp.out_of_core_bytes, device,
+                                  host_witness=self._witness_on_host) if ooc else None
+        pin = G.proof_pinned_bytes(m if ooc else None, self._witness_on_host, 2) \
+            if self.pinned_key and mp.mode != "resident" else None
         pk, vk = self._keys(spec, device, m, pos, host=mp.mode != "resident" or split, pin=pin)
         if split:                          # split in host memory, then on the device
             pk, vk = G.place_keys((pk, vk), device)
         nbytes = sum(int(x.nbytes) for x in jax.tree.leaves((pk, vk, m, dom, pos))
                      if isinstance(x, jax.Array))
-        # out of core a proof is one instance (a batch of B needs B times the device memory):
-        # its row blocks are cut once, into pinned host memory, not per proof, where the host
-        # has room for them beside the proof's host vectors (groth16.out_of_core_host_bytes)
-        plan = G.out_of_core_plan(m, mp.out_of_core_bytes, device,
-                                  host_witness=self._witness_on_host) if ooc else None
         return Resident(pk, vk, m, nbytes, dom, pos, plan, {}, mp.mode, mp.out_of_core_bytes,
                         mp.msm_budget_bytes)
 

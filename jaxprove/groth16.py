@@ -1568,27 +1568,29 @@ def pinned_bytes(pk: ProvingKey) -> int:
 
 def proof_pinned_bytes(matrices: pce.Matrices | None, host_witness: bool = False,
                        witnesses: int = 1) -> int:
-    """Pinned host bytes a 16 GB-mode proof takes beside its pinned key
-    (bench/NOTES.md hypothesis 92): the SpMV's prepared row blocks (about
-    the matrices' bytes), its host vectors (``out_of_core_host_bytes`` of
-    the path ``out_of_core_plan`` tries first, fetched into pinned memory)
-    and, with ``host_witness``, ``witnesses`` witnesses (32 bytes a variable
-    each: an engine holds the next batch's beside the running proof's); 0
-    for ``matrices`` None (streaming: only the key is pinned).
-    ``pinned_plan_bytes`` is the same count from sizes alone."""
+    """Pinned host bytes each 16 GB-mode proof takes beside the pinned key
+    and row blocks (bench/NOTES.md hypothesis 92): its host vectors
+    (``out_of_core_host_bytes`` of the path ``out_of_core_plan`` tries
+    first, fetched into pinned memory) and, with ``host_witness``,
+    ``witnesses`` witnesses (32 bytes a variable each: an engine holds the
+    next batch's beside the running proof's); 0 for ``matrices`` None
+    (streaming: only the key is pinned).  The SpMV's prepared row blocks
+    are pinned before the key (``out_of_core_plan``), so the key's room
+    counts them as they are (``memory.pinned_in_use``: padded to their
+    plans' shapes, ~1.5× the matrices' bytes at 2KiB).
+    ``pinned_plan_bytes`` is the whole count from sizes alone."""
     if matrices is None:
         return 0
-    return pinned_plan_bytes(0, matrices.rows, matrices.num_vars, matrices.nbytes,
-                             host_witness, witnesses)
+    return pinned_plan_bytes(0, matrices.rows, matrices.num_vars, 0, host_witness, witnesses)
 
 
 def pinned_plan_bytes(key_bytes: int, rows: int, num_vars: int, matrices_bytes: int | None,
                       host_witness: bool = False, witnesses: int = 1) -> int:
     """Pinned host bytes a process plans for a ``rows``-row circuit before
     anything exists (``memory.widen_pinned_pool``, before the backend
-    starts): ``key_bytes`` of pinned key plus ``proof_pinned_bytes``
-    counted from ``matrices_bytes`` (None: streaming, no out-of-core
-    proof)."""
+    starts): ``key_bytes`` of pinned key, ``matrices_bytes`` of prepared
+    row blocks (None: streaming, no out-of-core proof) and
+    ``proof_pinned_bytes``."""
     if matrices_bytes is None:
         return key_bytes
     return (key_bytes + matrices_bytes + out_of_core_host_bytes(rows, device_h=host_witness)

@@ -580,7 +580,10 @@ def test_groth16_prover_pins_the_held_key(monkeypatch):
     pins, rooms = [], []
     real_pin = G.pin_key
     monkeypatch.setattr(G, "pin_key", lambda box, dev=None, room=None: pins.append(
-        (dev, room)) or real_pin(box, dev, room))
+        (dev, room)) or order.append("pin_key") or real_pin(box, dev, room))
+    order, real_plan = [], G.out_of_core_plan
+    monkeypatch.setattr(G, "out_of_core_plan", lambda *a, **k: order.append(
+        "out_of_core_plan") or real_plan(*a, **k))
     # hypothesis 92: the room left to the key is the pool's less what each proof pins and
     # all that is pinned already (other circuits' keys and prepared row blocks)
     monkeypatch.setattr(memory, "pinned_room", lambda dev, reserve=0, in_use=0: rooms.append(
@@ -589,11 +592,13 @@ def test_groth16_prover_pins_the_held_key(monkeypatch):
     dev = jax.devices()[0]
     for kw, reserve in (({"out_of_core_budget": 8000}, G.proof_pinned_bytes(m, True, 2)),
                         ({}, 0)):                           # the 16 GB mode, streaming
-        pins.clear(), rooms.clear()
+        pins.clear(), rooms.clear(), order.clear()
         prover = E.Groth16Prover(keys_dir="stored", keys_in_host_memory=True, pinned_key=True,
                                  **kw)
         res = prover.load(spec, dev)
         assert pins == [(dev, 1 << 40)] and rooms == [(reserve, 4321)]
+        # the row blocks are pinned first, so that the key's room counts them as pinned
+        assert order == (["out_of_core_plan", "pin_key"] if kw else ["pin_key"])
         for f in G.POINT_VECTORS:
             v = getattr(res.pk, f)
             parts = (v.bits, v.dense) if isinstance(v, M.SplitBases) else (v,)

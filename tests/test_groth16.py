@@ -553,14 +553,18 @@ def test_pin_key_pins_what_fits_in_its_room(caplog):
     assert G.pinned_bytes(got) == 0 and isinstance(got.a.bits, np.ndarray)
 
 
-def test_proof_pinned_bytes_counts_blocks_vectors_and_witness(circuit):
-    """``proof_pinned_bytes``: the matrices' bytes (prepared row blocks), the
-    proof's host vectors of the path (four, or two for the device h) of the
-    domain's length, and with the host witness 32 bytes a variable; 0
-    without matrices (streaming)."""
+def test_proof_pinned_bytes_counts_vectors_and_witness(circuit):
+    """``proof_pinned_bytes``: the proof's host vectors of the path (four, or
+    two for the device h) of the domain's length, and with the host witness
+    32 bytes a variable; not the row blocks (pinned before the key, counted
+    as pinned); 0 without matrices (streaming).  ``pinned_plan_bytes`` adds
+    the key's and the blocks' bytes."""
     m = pce.extract(circuit[0])
     n = 1 << G.domain_log(m.rows)
     assert G.proof_pinned_bytes(None, True) == 0
-    assert G.proof_pinned_bytes(m) == m.nbytes + 4 * 32 * n
-    assert G.proof_pinned_bytes(m, host_witness=True) == m.nbytes + 2 * 32 * n + 32 * m.num_vars
-    assert G.proof_pinned_bytes(m, True, witnesses=2) == m.nbytes + 2 * 32 * n + 64 * m.num_vars
+    assert G.proof_pinned_bytes(m) == 4 * 32 * n
+    assert G.proof_pinned_bytes(m, host_witness=True) == 2 * 32 * n + 32 * m.num_vars
+    assert G.proof_pinned_bytes(m, True, witnesses=2) == 2 * 32 * n + 64 * m.num_vars
+    assert G.pinned_plan_bytes(5, m.rows, m.num_vars, 7, True, 2) == \
+        5 + 7 + G.proof_pinned_bytes(m, True, 2)
+    assert G.pinned_plan_bytes(5, m.rows, m.num_vars, None, True, 2) == 5

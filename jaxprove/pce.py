@@ -496,24 +496,26 @@ def _pin_blocks(plan: HostPlan, name: str, dev, pinned: bool | None, working: in
     bytes more (``memory.pinned_room``: other circuits' keys and blocks
     share the pool) and allocates it; the blocks after that stay numpy
     (logged: their puts run at the pageable rate)."""
-    pinning = transfer.device_pinned_sharding(dev, pinned) is not None
-    room = memory.pinned_room(dev, working, memory.pinned_in_use()) if pinning else None
+    if transfer.device_pinned_sharding(dev, pinned) is None:     # no pinned memory: numpy
+        return tuple(tuple(plan.block(k, j) for j in range(len(p.blocks)))
+                     for k, p in enumerate(plan.plans))
+    room = memory.pinned_room(dev, working, memory.pinned_in_use())
     left, spilled, blocks = room, 0, []
     for k, p in enumerate(plan.plans):
         out = []
         for j in range(len(p.blocks)):
             x = plan.block(k, j)
             n = sum(int(v.nbytes) for v in jax.tree.leaves(x))
-            if pinning and not spilled and (left is None or n <= left):
+            if not spilled and (left is None or n <= left):
                 try:
-                    x = transfer.to_pinned(x, dev, pinned)
+                    out.append(transfer.to_pinned(x, dev, pinned))
                     left = None if left is None else left - n
-                    n = 0
+                    continue
                 except jax.errors.JaxRuntimeError as e:
                     if not memory.out_of_memory(e):
                         raise
                     log.warning("host_plan: pinned host memory ran out (%s)", e)
-            spilled += n if pinning else 0
+            spilled += n
             out.append(x)
         blocks.append(tuple(out))
     if spilled:
